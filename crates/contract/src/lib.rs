@@ -1,0 +1,34 @@
+//! The sandbox-provider contract: the types of the eighteen members, the
+//! closed error vocabulary, the bounds, the capability envelope and its
+//! cross-field rules, the provider traits, pure identity checks, and the
+//! strict wire codec (revision [`wire::WIRE_REVISION`]).
+//!
+//! This crate depends on no async runtime and on no provider. Providers
+//! depend on it to implement [`SandboxProvider`]; the runtime depends on it
+//! to call them and to check everything they return.
+//!
+//! The behaviour is the spec page "Sandbox provider contract"; the decisions
+//! that fill its gaps are in `docs/decisions/` and DESIGN D1–D18. The wire
+//! form is specified in [`wire`].
+
+pub mod bounds;
+pub mod bytes;
+pub mod capabilities;
+pub mod digest;
+pub mod error;
+pub mod identity;
+pub mod provider;
+pub mod timestamp;
+pub mod types;
+pub mod wire;
+
+pub use bytes::Bytes;
+pub use capabilities::*;
+pub use digest::{Digest, DigestError, ImageReference};
+pub use error::{
+    FailureReason, OutputStream, Requirement, SandboxError, SandboxFailure, UnmetAdapter,
+};
+pub use identity::Mismatch;
+pub use provider::*;
+pub use timestamp::{Timestamp, TimestampError};
+pub use types::*;

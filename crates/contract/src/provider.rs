@@ -1,0 +1,288 @@
+//! The provider traits (spec "The operations", "Allocation handoff",
+//! "openProcess"; DESIGN D1, D2, D5).
+//!
+//! A provider implements [`SandboxProvider`] (the thirteen required members)
+//! and exposes each optional member through an accessor that returns
+//! `None` by default. The envelope's flags and a member's presence are
+//! independent, so the runtime can tell "absent" (a typed refusal) from
+//! "declared but missing" and "present but wrong" (protocol failures).
+//!
+//! Providers are untrusted: they never validate identity and are only ever
+//! called by the runtime, which checks every result.
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures_io::{AsyncRead, AsyncWrite};
+
+use crate::capabilities::SandboxProviderCapabilities;
+use crate::error::SandboxError;
+use crate::types::*;
+
+/// A cold compensation for exactly one allocation.
+///
+/// The provider builds it from its own record of what it allocated, never
+/// from the returned value. It must be idempotent: a second call after a
+/// lost response settles the same way. The runtime bounds it at 30 seconds.
+#[async_trait]
+pub trait Rollback: Send + Sync {
+    /// Undo the allocation.
+    ///
+    /// # Errors
+    /// Any closed [`SandboxError`]; the runtime combines it with the
+    /// rejection that triggered the rollback.
+    async fn rollback(&self) -> Result<(), SandboxError>;
+}
+
+/// The result of an allocating member: the value and its rollback.
+///
+/// The runtime invokes `rollback` at most once, and only when it rejects
+/// `value` or is interrupted before taking ownership of it.
+pub struct Handoff<T> {
+    /// The allocated value, untrusted until the runtime checks it.
+    pub value: T,
+    /// Compensation for this exact allocation.
+    pub rollback: Arc<dyn Rollback>,
+}
+
+impl<T: fmt::Debug> fmt::Debug for Handoff<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handoff")
+            .field("value", &self.value)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Operation names as they appear in errors (snake_case member names).
+pub mod op {
+    /// capabilities
+    pub const CAPABILITIES: &str = "capabilities";
+    /// provision
+    pub const PROVISION: &str = "provision";
+    /// writeFile
+    pub const WRITE_FILE: &str = "write_file";
+    /// beginActiveWrite
+    pub const BEGIN_ACTIVE_WRITE: &str = "begin_active_write";
+    /// activate
+    pub const ACTIVATE: &str = "activate";
+    /// execute
+    pub const EXECUTE: &str = "execute";
+    /// readFile
+    pub const READ_FILE: &str = "read_file";
+    /// readFiles
+    pub const READ_FILES: &str = "read_files";
+    /// listDir
+    pub const LIST_DIR: &str = "list_dir";
+    /// listProjectDir
+    pub const LIST_PROJECT_DIR: &str = "list_project_dir";
+    /// snapshot
+    pub const SNAPSHOT: &str = "snapshot";
+    /// cloneSnapshot
+    pub const CLONE_SNAPSHOT: &str = "clone_snapshot";
+    /// release
+    pub const RELEASE: &str = "release";
+    /// resume
+    pub const RESUME: &str = "resume";
+    /// destroy
+    pub const DESTROY: &str = "destroy";
+    /// destroySnapshot
+    pub const DESTROY_SNAPSHOT: &str = "destroy_snapshot";
+    /// cleanup
+    pub const CLEANUP: &str = "cleanup";
+    /// openProcess
+    pub const OPEN_PROCESS: &str = "open_process";
+    /// Instance identity cross-check.
+    pub const INSTANCE_IDENTITY: &str = "instance_identity";
+    /// Snapshot identity cross-check.
+    pub const SNAPSHOT_IDENTITY: &str = "snapshot_identity";
+    /// Clone identity cross-check.
+    pub const CLONE_IDENTITY: &str = "clone_identity";
+    /// Process evidence cross-check.
+    pub const OPEN_PROCESS_IDENTITY: &str = "open_process_identity";
+}
+
+/// The required members of a sandbox provider.
+///
+/// Every method may be called concurrently for different instances. Each
+/// returns a closed [`SandboxError`] on failure; anything else is a defect.
+#[async_trait]
+pub trait SandboxProvider: Send + Sync {
+    /// A stable id naming this adapter (`memory`, `docker`, ...); instances
+    /// echo it as `provider`.
+    fn provider_id(&self) -> &str;
+
+    /// One honest envelope, unchanging for this revision.
+    fn capabilities(&self) -> SandboxProviderCapabilities;
+
+    /// Allocate the instance, materialize the derived image, prepare the
+    /// declared mounts and the output tree; return it in `provisioning`.
+    async fn provision(
+        &self,
+        request: SandboxProvisionRequest,
+    ) -> Result<Handoff<SandboxInstance>, SandboxError>;
+
+    /// Write bytes at a path the runtime already admitted.
+    async fn write_file(&self, request: WriteFileRequest) -> Result<(), SandboxError>;
+
+    /// Seal staged mounts and make the instance runnable; return it `active`.
+    async fn activate(
+        &self,
+        request: ActivateRequest,
+    ) -> Result<Handoff<SandboxInstance>, SandboxError>;
+
+    /// Run one bounded command to completion and report its settlement. A
+    /// stream over `output_limit_bytes` ends the command's process tree and
+    /// fails `SandboxOutputLimitExceeded`.
+    async fn execute(&self, request: ExecuteRequest) -> Result<SandboxCommandResult, SandboxError>;
+
+    /// Read one file, physically contained under `allowed_root`, or fail
+    /// closed with `SandboxCapabilityUnavailable{physically_contained_file_read}`.
+    async fn read_file(&self, request: ReadFileRequest)
+        -> Result<SandboxFileContent, SandboxError>;
+
+    /// Capture a durable instance under the requested retention deadline.
+    async fn snapshot(
+        &self,
+        request: SnapshotRequest,
+    ) -> Result<Handoff<SandboxSnapshot>, SandboxError>;
+
+    /// Physically clone a snapshot into a distinct target Session.
+    async fn clone_snapshot(
+        &self,
+        request: CloneSnapshotRequest,
+    ) -> Result<Handoff<SandboxSnapshot>, SandboxError>;
+
+    /// End an active instance: durable settles a snapshot, ZDR destroys
+    /// every trace.
+    async fn release(
+        &self,
+        request: ReleaseRequest,
+    ) -> Result<Handoff<ReleaseDisposition>, SandboxError>;
+
+    /// Rehydrate a snapshot into a fresh active instance.
+    async fn resume(
+        &self,
+        request: ResumeRequest,
+    ) -> Result<Handoff<SandboxInstance>, SandboxError>;
+
+    /// Idempotent teardown of one instance.
+    async fn destroy(&self, request: DestroyRequest) -> Result<(), SandboxError>;
+
+    /// Idempotent teardown of one snapshot.
+    async fn destroy_snapshot(&self, request: DestroySnapshotRequest) -> Result<(), SandboxError>;
+
+    /// Sweep instances and snapshots orphaned before the cutoff.
+    async fn cleanup(&self, request: CleanupRequest) -> Result<CleanupResult, SandboxError>;
+
+    /// The optional readFiles member, if implemented.
+    fn read_files(&self) -> Option<&dyn ReadFilesMember> {
+        None
+    }
+
+    /// The optional listDir member, if implemented.
+    fn list_dir(&self) -> Option<&dyn ListDirMember> {
+        None
+    }
+
+    /// The optional listProjectDir member, if implemented.
+    fn list_project_dir(&self) -> Option<&dyn ListProjectDirMember> {
+        None
+    }
+
+    /// The optional openProcess member, if implemented.
+    fn open_process(&self) -> Option<&dyn OpenProcessMember> {
+        None
+    }
+
+    /// The optional beginActiveWrite member, if implemented.
+    fn begin_active_write(&self) -> Option<&dyn ActiveWriteMember> {
+        None
+    }
+}
+
+/// readFiles: a native batch read inside one `allowed_root`.
+#[async_trait]
+pub trait ReadFilesMember: Send + Sync {
+    /// One outcome per member, in order, within the aggregate budget.
+    async fn read_files(&self, request: ReadFilesRequest) -> Result<ReadFilesResult, SandboxError>;
+}
+
+/// listDir: regular files under a mount root with size and SHA-256.
+#[async_trait]
+pub trait ListDirMember: Send + Sync {
+    /// At most `max_entries` regular files.
+    async fn list_dir(&self, request: ListDirRequest) -> Result<ListDirResult, SandboxError>;
+}
+
+/// listProjectDir: complete leaf enumeration, special files named.
+#[async_trait]
+pub trait ListProjectDirMember: Send + Sync {
+    /// Every leaf, `complete: true`.
+    async fn list_project_dir(
+        &self,
+        request: ListProjectDirRequest,
+    ) -> Result<ListProjectDirResult, SandboxError>;
+}
+
+/// beginActiveWrite: stage and atomically publish a batch into one
+/// read-write mount.
+#[async_trait]
+pub trait ActiveWriteMember: Send + Sync {
+    /// Publish every file or none.
+    async fn begin_active_write(
+        &self,
+        request: ActiveWriteRequest,
+    ) -> Result<ActiveWriteOutcome, SandboxError>;
+}
+
+/// openProcess: start a long-lived process with live stdio.
+#[async_trait]
+pub trait OpenProcessMember: Send + Sync {
+    /// Start the process. At most one live process per instance; a second
+    /// is refused `SandboxLifecycleConflict{operation: open_process, actual:
+    /// process_already_open}`. The provider invents no idle timeout and no
+    /// output ceiling.
+    async fn open_process(
+        &self,
+        request: SandboxProcessRequest,
+    ) -> Result<SandboxProcess, SandboxError>;
+}
+
+/// Control of a live process.
+#[async_trait]
+pub trait ProcessControl: Send + Sync {
+    /// Settle with the exit; may be called again and returns the same exit.
+    async fn wait(&self) -> Result<ProcessExit, SandboxError>;
+    /// Deliver one control signal.
+    async fn signal(&self, signal: ControlSignal) -> Result<(), SandboxError>;
+    /// Idempotent, bounded teardown of the process and its streams.
+    async fn destroy(&self) -> Result<(), SandboxError>;
+}
+
+/// A live process: byte streams, control and evidence.
+///
+/// `input` accepts ordered bytes; `close` on it is the half-close the child
+/// observes as end of file. `output` delivers ordered bytes with a real end
+/// of file. `error` is diagnostic, bounded and best effort.
+pub struct SandboxProcess {
+    /// The child's standard input.
+    pub input: Pin<Box<dyn AsyncWrite + Send>>,
+    /// The child's standard output.
+    pub output: Pin<Box<dyn AsyncRead + Send>>,
+    /// The child's standard error.
+    pub error: Pin<Box<dyn AsyncRead + Send>>,
+    /// Wait, signal, destroy.
+    pub control: Arc<dyn ProcessControl>,
+    /// Trusted provider evidence; workload output never authors it.
+    pub evidence: SandboxProcessEvidence,
+}
+
+impl fmt::Debug for SandboxProcess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SandboxProcess")
+            .field("evidence", &self.evidence)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,143 @@
+//! The strict wire codec, revision `checkfu.sandbox/v1` (DESIGN D3).
+//!
+//! Wire form:
+//! - one JSON object per request or result, snake_case field names as the
+//!   spec spells them, unknown fields refused everywhere;
+//! - closed enums are snake_case strings (signal names are `SIGTERM` etc.);
+//! - byte content is standard padded base64 in fields ending `_base64`;
+//! - timestamps are exactly `YYYY-MM-DDTHH:MM:SS.mmmZ`, digests
+//!   `sha256:<64 lower-case hex>`, images `name@sha256:<hex>`;
+//! - optional fields are absent rather than `null` when they carry nothing;
+//! - errors are objects tagged by `_tag` (see [`crate::SandboxError`]);
+//! - documents over [`MAX_WIRE_DOCUMENT_BYTES`] are refused before parsing.
+//!
+//! Enums documented as closed never grow within a revision; a new member
+//! means a new revision literal, reviewed explicitly.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::bounds::MAX_WIRE_DOCUMENT_BYTES;
+use crate::capabilities::SandboxProviderCapabilities;
+use crate::error::SandboxError;
+
+/// The wire revision literal. Changing it is a compatibility decision that
+/// a golden test pins.
+pub const WIRE_REVISION: &str = "checkfu.sandbox/v1";
+
+/// Decodes `bytes` as `T`, strictly.
+///
+/// `type_name` names the decoded type in the error's operation
+/// (`decode_<type_name>`).
+///
+/// # Errors
+/// `SandboxProtocolInvalid{operation: decode_<type_name>, field, expected,
+/// actual}` where `field` is the JSON path of the first offending value
+/// (`.` for the document itself), `expected` says what was acceptable and
+/// `actual` renders the offending value (truncated to 200 bytes).
+pub fn decode<T: DeserializeOwned>(type_name: &str, bytes: &[u8]) -> Result<T, SandboxError> {
+    let operation = format!("decode_{type_name}");
+    if bytes.len() > MAX_WIRE_DOCUMENT_BYTES {
+        return Err(SandboxError::protocol(
+            operation,
+            ".",
+            format!("a document of at most {MAX_WIRE_DOCUMENT_BYTES} bytes"),
+            format!("{} bytes", bytes.len()),
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        SandboxError::protocol(operation.clone(), ".", "well-formed JSON", e.to_string())
+    })?;
+    decode_value(type_name, &value)
+}
+
+/// Decodes an already parsed JSON value as `T`, strictly. Same errors as
+/// [`decode`].
+pub fn decode_value<T: DeserializeOwned>(
+    type_name: &str,
+    value: &serde_json::Value,
+) -> Result<T, SandboxError> {
+    let operation = format!("decode_{type_name}");
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let path = e.path().to_string();
+        let actual = lookup(value, e.path())
+            .map(render)
+            .unwrap_or_else(|| "absent".into());
+        SandboxError::protocol(operation, path, e.inner().to_string(), actual)
+    })
+}
+
+/// Encodes `value` as compact JSON bytes.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing our own boundary types cannot fail: every map key is a string.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// Decodes an envelope and applies every cross-field rule.
+///
+/// # Errors
+/// A decode error as [`decode`], or `SandboxProtocolInvalid{operation:
+/// decode_capabilities, field, expected, actual}` for the first broken rule,
+/// where `expected` starts with the rule's name (for example
+/// `snapshot_clone_requires_snapshots: false while snapshots is false`).
+pub fn decode_capabilities(bytes: &[u8]) -> Result<SandboxProviderCapabilities, SandboxError> {
+    let caps: SandboxProviderCapabilities = decode("capabilities", bytes)?;
+    check_capabilities(&caps)?;
+    Ok(caps)
+}
+
+/// Applies the envelope's cross-field rules to a decoded envelope.
+///
+/// # Errors
+/// The first broken rule as in [`decode_capabilities`].
+pub fn check_capabilities(caps: &SandboxProviderCapabilities) -> Result<(), SandboxError> {
+    match caps.violations().into_iter().next() {
+        None => Ok(()),
+        Some(v) => Err(SandboxError::protocol(
+            "decode_capabilities",
+            v.mismatch.field,
+            format!("{}: {}", v.rule.as_str(), v.mismatch.expected),
+            v.mismatch.actual,
+        )),
+    }
+}
+
+fn lookup<'a>(
+    root: &'a serde_json::Value,
+    path: &serde_path_to_error::Path,
+) -> Option<&'a serde_json::Value> {
+    use serde_path_to_error::Segment;
+    let mut cur = root;
+    for seg in path.iter() {
+        cur = match seg {
+            Segment::Seq { index } => cur.get(*index)?,
+            Segment::Map { key } => cur.get(key.as_str())?,
+            Segment::Enum { .. } => cur,
+            Segment::Unknown => return Some(cur),
+        };
+    }
+    Some(cur)
+}
+
+fn render(v: &serde_json::Value) -> String {
+    let mut s = v.to_string();
+    if s.len() > 200 {
+        let mut cut = 200;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revision_literal_is_pinned() {
+        assert_eq!(WIRE_REVISION, "checkfu.sandbox/v1");
+    }
+}
