@@ -12,6 +12,7 @@
 //! form is specified in [`wire`].
 
 pub mod bounds;
+pub mod clock;
 pub mod bytes;
 pub mod capabilities;
 pub mod digest;
@@ -23,6 +24,7 @@ pub mod types;
 pub mod wire;
 
 pub use bytes::Bytes;
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use capabilities::*;
 pub use digest::{Digest, DigestError, ImageReference};
 pub use error::{
