@@ -1,0 +1,3 @@
+//! One module per `checkfu sandbox` subcommand.
+
+pub mod schema;

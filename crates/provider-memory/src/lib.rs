@@ -1,0 +1,1 @@
+//! Memory oracle (being built).
