@@ -1,0 +1,1296 @@
+//! One registered provider behind the runtime's checks: every member the
+//! spec lists, admitted before the call and cross-checked after it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use checkfu_sandbox_contract::bounds::*;
+use checkfu_sandbox_contract::identity::{
+    check_clone, check_instance, check_process_evidence, check_snapshot, Mismatch,
+};
+use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::*;
+
+use crate::admission::{ancestor_conflict, home_of, owning_rw_mount, PathHome};
+use crate::checks;
+use crate::handoff::Guard;
+use crate::process::Process;
+use crate::select::{check_mount_plan, check_network, unmet, Requirements};
+
+/// The runtime's own record of an instance's state (DESIGN D6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RecordState {
+    /// Provisioned, not yet active.
+    Provisioning,
+    /// Active.
+    Active,
+    /// Released (durable or ZDR); no further operation but destroy.
+    Released,
+    /// Destroyed.
+    Destroyed,
+}
+
+impl RecordState {
+    fn as_str(&self) -> &'static str {
+        match self {
+            RecordState::Provisioning => "provisioning",
+            RecordState::Active => "active",
+            RecordState::Released => "released",
+            RecordState::Destroyed => "destroyed",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Record {
+    request: SandboxProvisionRequest,
+    instance: SandboxInstance,
+    state: RecordState,
+}
+
+struct Shared {
+    provider: Arc<dyn SandboxProvider>,
+    envelope: SandboxProviderCapabilities,
+    clock: Arc<dyn Clock>,
+    rollback_bound: Duration,
+    records: Mutex<HashMap<String, Record>>,
+}
+
+/// A selected adapter. Clones share one record of instances.
+#[derive(Clone)]
+pub struct Adapter {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adapter")
+            .field("provider", &self.provider_id())
+            .finish_non_exhaustive()
+    }
+}
+
+type Res<T> = Result<T, SandboxFailure>;
+
+/// A provider error passes through if it is in the adapter vocabulary; a
+/// runtime-only tag from a provider is itself a protocol failure.
+fn from_provider(operation: &str, e: SandboxError) -> SandboxFailure {
+    if e.is_runtime_only() {
+        SandboxError::protocol(
+            operation,
+            "_tag",
+            "one of the eight adapter error tags",
+            e.tag(),
+        )
+        .into()
+    } else {
+        e.into()
+    }
+}
+
+fn mismatches(operation: &str, list: Vec<Mismatch>) -> Option<SandboxFailure> {
+    let mut it = list.into_iter();
+    let first = it.next()?;
+    let mut failure = SandboxFailure::from(first.into_error(operation));
+    for m in it {
+        failure = failure.then(m.into_error(operation));
+    }
+    Some(failure)
+}
+
+impl Adapter {
+    pub(crate) fn new(
+        provider: Arc<dyn SandboxProvider>,
+        envelope: SandboxProviderCapabilities,
+        clock: Arc<dyn Clock>,
+        rollback_bound: Duration,
+    ) -> Self {
+        Adapter {
+            shared: Arc::new(Shared {
+                provider,
+                envelope,
+                clock,
+                rollback_bound,
+                records: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The adapter's provider id.
+    pub fn provider_id(&self) -> &str {
+        self.shared.provider.provider_id()
+    }
+
+    /// The validated envelope, captured at registration.
+    pub fn envelope(&self) -> &SandboxProviderCapabilities {
+        &self.shared.envelope
+    }
+
+    /// The instance ids the runtime currently holds for this adapter, with
+    /// their states.
+    pub fn instances(&self) -> Vec<(String, RecordState)> {
+        let records = self.records();
+        let mut out: Vec<_> = records.iter().map(|(k, r)| (k.clone(), r.state)).collect();
+        out.sort();
+        out
+    }
+
+    /// The accepted instance record for `instance_id`, as last validated.
+    pub fn instance(&self, instance_id: &str) -> Option<SandboxInstance> {
+        self.records().get(instance_id).map(|r| r.instance.clone())
+    }
+
+    fn records(&self) -> std::sync::MutexGuard<'_, HashMap<String, Record>> {
+        // A poisoned lock only means a panic elsewhere; the map is still sound.
+        self.shared
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn provider(&self) -> &dyn SandboxProvider {
+        self.shared.provider.as_ref()
+    }
+
+    /// The record for `instance_id` if its state is one of `accepted`.
+    fn admit(&self, operation: &str, instance_id: &str, accepted: &[RecordState]) -> Res<Record> {
+        let records = self.records();
+        let Some(rec) = records.get(instance_id) else {
+            return Err(SandboxError::SandboxInstanceNotFound {
+                instance_id: instance_id.to_owned(),
+            }
+            .into());
+        };
+        if !accepted.contains(&rec.state) {
+            let expected: Vec<&str> = accepted.iter().map(RecordState::as_str).collect();
+            return Err(
+                SandboxError::conflict(operation, expected.join("|"), rec.state.as_str()).into(),
+            );
+        }
+        Ok(rec.clone())
+    }
+
+    fn set_state(&self, instance_id: &str, state: RecordState) {
+        if let Some(r) = self.records().get_mut(instance_id) {
+            r.state = state;
+        }
+    }
+
+    /// Network policy re-check against the envelope (activate, execute,
+    /// resume, openProcess).
+    fn recheck_network(&self, profile: &SandboxProfile) -> Res<()> {
+        check_network(
+            self.envelope(),
+            &profile.network_policy,
+            EgressCertification::AdvisoryFilter,
+        )
+        .map_err(SandboxFailure::from)
+    }
+
+    fn requirements_of(&self, request: &SandboxProvisionRequest) -> Requirements {
+        Requirements::for_profile(
+            &request.profile,
+            request.target,
+            request.platform,
+            request.mounts.clone(),
+        )
+    }
+
+    /// Admits a provision or resume request: identity fields this adapter
+    /// must own, the mount plan, the envelope fit and the hard expiry.
+    fn admit_request(&self, operation: &str, request: &SandboxProvisionRequest) -> Res<()> {
+        if request.provider != self.provider_id() {
+            return Err(SandboxError::invalid_request(
+                operation,
+                "provider",
+                self.provider_id(),
+                &request.provider,
+            )
+            .into());
+        }
+        if request.placement != self.envelope().placement {
+            return Err(SandboxError::invalid_request(
+                operation,
+                "placement",
+                format!("{:?}", self.envelope().placement),
+                format!("{:?}", request.placement),
+            )
+            .into());
+        }
+        check_mount_plan(&request.mounts)?;
+        if let Some(first) = unmet(self.envelope(), &self.requirements_of(request)).first() {
+            return Err(SandboxError::unavailable(
+                *first,
+                format!("provider {} does not offer it", self.provider_id()),
+            )
+            .into());
+        }
+        let now = self.shared.clock.now();
+        if request.expires_at <= now {
+            return Err(SandboxError::invalid_request(
+                operation,
+                "expires_at",
+                format!("an instant after now ({now})"),
+                request.expires_at.to_string(),
+            )
+            .into());
+        }
+        checks::profile(operation, &request.profile)?;
+        Ok(())
+    }
+
+    /// provision: allocate and return the instance in `provisioning`.
+    ///
+    /// # Errors
+    /// Admission errors before the call (see [`Requirements`]); the
+    /// provider's error; or `SandboxProtocolInvalid{operation:
+    /// instance_identity}` for each of the 21 checks that fails, after the
+    /// rollback has run once (a rollback failure is appended).
+    pub async fn provision(&self, request: SandboxProvisionRequest) -> Res<SandboxInstance> {
+        self.admit_request(op::PROVISION, &request)?;
+        let handoff = self
+            .provider()
+            .provision(request.clone())
+            .await
+            .map_err(|e| from_provider(op::PROVISION, e))?;
+        let (instance, guard) = Guard::new(op::PROVISION, handoff, self.shared.rollback_bound);
+        let mut problems = check_instance(
+            &request,
+            InstanceState::Provisioning,
+            self.envelope(),
+            &instance,
+        );
+        if self.records().contains_key(&instance.instance_id) {
+            problems.push(Mismatch::new(
+                "instance_id",
+                "an id not already held",
+                instance.instance_id.clone(),
+            ));
+        }
+        if let Some(rejection) = mismatches(op::INSTANCE_IDENTITY, problems) {
+            return Err(guard.reject(rejection).await);
+        }
+        self.records().insert(
+            instance.instance_id.clone(),
+            Record {
+                request,
+                instance: instance.clone(),
+                state: RecordState::Provisioning,
+            },
+        );
+        guard.accept();
+        Ok(instance)
+    }
+
+    /// writeFile: bytes at an admitted path. While provisioning any declared
+    /// mount or the output tree; once active only the output tree.
+    ///
+    /// # Errors
+    /// `SandboxFileTooLarge` over 16 MiB; `invalid_request` /
+    /// `path_not_admitted` for a bad path; `SandboxLifecycleConflict{
+    /// write_file, expected: provisioning, actual: active}` for a mount path
+    /// after activation; the provider's error.
+    pub async fn write_file(&self, instance_id: &str, path: &str, content: Vec<u8>) -> Res<()> {
+        let rec = self.admit(
+            op::WRITE_FILE,
+            instance_id,
+            &[RecordState::Provisioning, RecordState::Active],
+        )?;
+        let home = home_of(op::WRITE_FILE, "path", path, &rec.instance.mounts)?;
+        if path == home.allowed_root() {
+            return Err(SandboxError::invalid_request(
+                op::WRITE_FILE,
+                "path",
+                "a file path below its root",
+                path,
+            )
+            .into());
+        }
+        if rec.state == RecordState::Active && home != PathHome::Output {
+            return Err(SandboxError::conflict(op::WRITE_FILE, "provisioning", "active").into());
+        }
+        if content.len() as u64 > MAX_FILE_BYTES {
+            return Err(SandboxError::SandboxFileTooLarge {
+                path: path.to_owned(),
+                limit_bytes: MAX_FILE_BYTES,
+                actual_bytes: content.len() as u64,
+            }
+            .into());
+        }
+        self.provider()
+            .write_file(WriteFileRequest {
+                instance_id: instance_id.to_owned(),
+                path: path.to_owned(),
+                content_base64: Bytes(content),
+            })
+            .await
+            .map_err(|e| from_provider(op::WRITE_FILE, e))
+    }
+
+    /// activate: seal mounts; the instance comes back `active`.
+    ///
+    /// # Errors
+    /// Lifecycle and network admission; the provider's error;
+    /// `instance_identity` mismatches (21 checks plus an unchanged
+    /// `instance_id`) after the activation's rollback ran once.
+    pub async fn activate(&self, instance_id: &str) -> Res<SandboxInstance> {
+        let rec = self.admit(op::ACTIVATE, instance_id, &[RecordState::Provisioning])?;
+        self.recheck_network(&rec.request.profile)?;
+        let handoff = self
+            .provider()
+            .activate(ActivateRequest {
+                instance_id: instance_id.to_owned(),
+            })
+            .await
+            .map_err(|e| from_provider(op::ACTIVATE, e))?;
+        let (instance, guard) = Guard::new(op::ACTIVATE, handoff, self.shared.rollback_bound);
+        let mut problems = check_instance(
+            &rec.request,
+            InstanceState::Active,
+            self.envelope(),
+            &instance,
+        );
+        if instance.instance_id != instance_id {
+            problems.push(Mismatch::new(
+                "instance_id",
+                instance_id,
+                instance.instance_id.clone(),
+            ));
+        }
+        if let Some(rejection) = mismatches(op::INSTANCE_IDENTITY, problems) {
+            return Err(guard.reject(rejection).await);
+        }
+        if let Some(r) = self.records().get_mut(instance_id) {
+            r.state = RecordState::Active;
+            r.instance = instance.clone();
+        }
+        guard.accept();
+        Ok(instance)
+    }
+
+    /// execute: one bounded command.
+    ///
+    /// # Errors
+    /// `invalid_request` naming the field for arguments over 256 or 65,536
+    /// bytes or with NUL, bad environment keys, `timeout_seconds` outside
+    /// 1..=max_duration_seconds, `output_limit_bytes` over 16 MiB, stdin
+    /// over 16 MiB; lifecycle and network admission; the provider's error
+    /// (`SandboxOutputLimitExceeded` included); `SandboxProtocolInvalid{
+    /// execute}` for a stream over the limit or `finished_at` before
+    /// `started_at`.
+    pub async fn execute(
+        &self,
+        instance_id: &str,
+        command: SandboxCommand,
+    ) -> Res<SandboxCommandResult> {
+        let rec = self.admit(op::EXECUTE, instance_id, &[RecordState::Active])?;
+        self.recheck_network(&rec.request.profile)?;
+        checks::command(&command, rec.request.profile.max_duration_seconds)?;
+        let limit = command.output_limit_bytes;
+        let result = self
+            .provider()
+            .execute(ExecuteRequest {
+                instance_id: instance_id.to_owned(),
+                command,
+            })
+            .await
+            .map_err(|e| from_provider(op::EXECUTE, e))?;
+        for (field, len) in [
+            ("stdout_base64", result.stdout_base64.len()),
+            ("stderr_base64", result.stderr_base64.len()),
+        ] {
+            if len as u64 > limit {
+                return Err(SandboxError::protocol(
+                    op::EXECUTE,
+                    field,
+                    format!("at most {limit} bytes"),
+                    format!("{len} bytes"),
+                )
+                .into());
+            }
+        }
+        if result.finished_at < result.started_at {
+            return Err(SandboxError::protocol(
+                op::EXECUTE,
+                "finished_at",
+                format!("at or after started_at {}", result.started_at),
+                result.finished_at.to_string(),
+            )
+            .into());
+        }
+        Ok(result)
+    }
+
+    fn contained_reads(&self) -> Res<()> {
+        if self.envelope().physically_contained_file_read {
+            Ok(())
+        } else {
+            Err(SandboxError::unavailable(
+                Requirement::PhysicallyContainedFileRead,
+                format!(
+                    "provider {} does not bind resolution to the read; reads fail closed",
+                    self.provider_id()
+                ),
+            )
+            .into())
+        }
+    }
+
+    /// readFile: one file, contained under the root the runtime derives
+    /// from the instance's own mounts (or the output tree).
+    ///
+    /// # Errors
+    /// `SandboxCapabilityUnavailable{physically_contained_file_read}` when
+    /// the envelope does not claim contained reads (fail closed);
+    /// `invalid_request` for `maximum_bytes` over 16 MiB or a bad path;
+    /// `path_not_admitted`; the provider's error (`outside_root`,
+    /// `not_found`, `SandboxFileTooLarge`, ...); `SandboxProtocolInvalid{
+    /// read_file}` for content over `maximum_bytes` or a different path.
+    pub async fn read_file(
+        &self,
+        instance_id: &str,
+        path: &str,
+        maximum_bytes: u64,
+    ) -> Res<Vec<u8>> {
+        let rec = self.admit(op::READ_FILE, instance_id, &[RecordState::Active])?;
+        if maximum_bytes > MAX_READ_FILE_BYTES {
+            return Err(SandboxError::invalid_request(
+                op::READ_FILE,
+                "maximum_bytes",
+                format!("at most {MAX_READ_FILE_BYTES}"),
+                maximum_bytes.to_string(),
+            )
+            .into());
+        }
+        let home = home_of(op::READ_FILE, "path", path, &rec.instance.mounts)?;
+        self.contained_reads()?;
+        let content = self
+            .provider()
+            .read_file(ReadFileRequest {
+                instance_id: instance_id.to_owned(),
+                path: path.to_owned(),
+                allowed_root: home.allowed_root().to_owned(),
+                maximum_bytes,
+            })
+            .await
+            .map_err(|e| from_provider(op::READ_FILE, e))?;
+        if content.path != path {
+            return Err(SandboxError::protocol(op::READ_FILE, "path", path, &content.path).into());
+        }
+        let len = content.content_base64.len() as u64;
+        if len > maximum_bytes {
+            return Err(SandboxError::protocol(
+                op::READ_FILE,
+                "content_base64",
+                format!("at most {maximum_bytes} bytes"),
+                format!("{len} bytes"),
+            )
+            .into());
+        }
+        Ok(content.content_base64.0)
+    }
+
+    /// readFiles: members grouped by their allowed root, one provider call
+    /// per group with that group's own aggregate budget (or sequential
+    /// readFile when the member is absent). Outcomes come back in request
+    /// order.
+    ///
+    /// # Errors
+    /// `invalid_request` for more than 1,024 files, a member over 16 MiB or
+    /// an aggregate over 128 MiB; path admission; the provider's error;
+    /// `SandboxProtocolInvalid{read_files}` for a result that is short,
+    /// long, out of order, over a member's or the group's budget.
+    pub async fn read_files(
+        &self,
+        instance_id: &str,
+        files: Vec<ReadFilesEntry>,
+    ) -> Res<Vec<ReadFileOutcome>> {
+        let rec = self.admit(op::READ_FILES, instance_id, &[RecordState::Active])?;
+        if files.len() > MAX_READ_FILES_COUNT {
+            return Err(SandboxError::invalid_request(
+                op::READ_FILES,
+                "files",
+                format!("at most {MAX_READ_FILES_COUNT} files"),
+                format!("{} files", files.len()),
+            )
+            .into());
+        }
+        let mut total: u64 = 0;
+        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            if f.maximum_bytes > MAX_READ_FILE_BYTES {
+                return Err(SandboxError::invalid_request(
+                    op::READ_FILES,
+                    format!("files[{i}].maximum_bytes"),
+                    format!("at most {MAX_READ_FILE_BYTES}"),
+                    f.maximum_bytes.to_string(),
+                )
+                .into());
+            }
+            total = total
+                .checked_add(f.maximum_bytes)
+                .filter(|t| *t <= MAX_READ_FILES_AGGREGATE_BYTES)
+                .ok_or_else(|| {
+                    SandboxError::invalid_request(
+                        op::READ_FILES,
+                        "files",
+                        format!("an aggregate of at most {MAX_READ_FILES_AGGREGATE_BYTES} bytes"),
+                        "more",
+                    )
+                })?;
+            let root = home_of(
+                op::READ_FILES,
+                &format!("files[{i}].path"),
+                &f.path,
+                &rec.instance.mounts,
+            )?
+            .allowed_root()
+            .to_owned();
+            match groups.iter_mut().find(|(r, _)| *r == root) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((root, vec![i])),
+            }
+        }
+        self.contained_reads()?;
+        let mut outcomes: Vec<Option<ReadFileOutcome>> = vec![None; files.len()];
+        for (root, members) in groups {
+            let group: Vec<ReadFilesEntry> = members.iter().map(|i| files[*i].clone()).collect();
+            let got = match self.provider().read_files() {
+                Some(member) => {
+                    let aggregate: u64 = group.iter().map(|f| f.maximum_bytes).sum();
+                    let result = member
+                        .read_files(ReadFilesRequest {
+                            instance_id: instance_id.to_owned(),
+                            allowed_root: root.clone(),
+                            files: group.clone(),
+                            aggregate_maximum_bytes: aggregate,
+                        })
+                        .await
+                        .map_err(|e| from_provider(op::READ_FILES, e))?;
+                    checks::read_files_result(&group, aggregate, &result.files)?;
+                    result.files
+                }
+                None => self.read_files_sequentially(instance_id, &group).await?,
+            };
+            for (slot, outcome) in members.into_iter().zip(got) {
+                outcomes[slot] = Some(outcome);
+            }
+        }
+        Ok(outcomes.into_iter().flatten().collect())
+    }
+
+    async fn read_files_sequentially(
+        &self,
+        instance_id: &str,
+        group: &[ReadFilesEntry],
+    ) -> Res<Vec<ReadFileOutcome>> {
+        let mut out = Vec::with_capacity(group.len());
+        for f in group {
+            let path = f.path.clone();
+            let outcome = match self.read_file(instance_id, &f.path, f.maximum_bytes).await {
+                Ok(content) => ReadFileOutcome::Read {
+                    path,
+                    content_base64: Bytes(content),
+                },
+                Err(failure) => match failure.error() {
+                    SandboxError::SandboxFileTooLarge { actual_bytes, .. } => {
+                        ReadFileOutcome::TooLarge {
+                            path,
+                            size_bytes: *actual_bytes,
+                        }
+                    }
+                    SandboxError::SandboxOperationFailed { reason, .. } => match reason {
+                        FailureReason::NotFound => ReadFileOutcome::NotFound { path },
+                        FailureReason::OutsideRoot => ReadFileOutcome::OutsideRoot { path },
+                        FailureReason::NotRegularFile => ReadFileOutcome::NotRegularFile { path },
+                        _ => return Err(failure),
+                    },
+                    _ => return Err(failure),
+                },
+            };
+            out.push(outcome);
+        }
+        Ok(out)
+    }
+
+    fn listing_root(&self, operation: &str, rec: &Record, root: &str, max_entries: u32) -> Res<()> {
+        if max_entries > MAX_LIST_ENTRIES {
+            return Err(SandboxError::invalid_request(
+                operation,
+                "max_entries",
+                format!("at most {MAX_LIST_ENTRIES}"),
+                max_entries.to_string(),
+            )
+            .into());
+        }
+        let home = home_of(operation, "root", root, &rec.instance.mounts)?;
+        if home.allowed_root() != root {
+            return Err(SandboxError::invalid_request(
+                operation,
+                "root",
+                "a mount root or the output tree",
+                root,
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// listDir: regular files under a mount root with size and SHA-256.
+    ///
+    /// # Errors
+    /// `SandboxLifecycleConflict{list_dir, actual: list_dir_unsupported}`
+    /// when the envelope says `list_dir: false` or the member is absent;
+    /// `invalid_request` for `max_entries` over 100,000 or a root that is
+    /// not a mount root; `SandboxProtocolInvalid{list_dir}` for more
+    /// entries than `max_entries` or an entry outside the root.
+    pub async fn list_dir(
+        &self,
+        instance_id: &str,
+        root: &str,
+        max_entries: u32,
+    ) -> Res<ListDirResult> {
+        let rec = self.admit(op::LIST_DIR, instance_id, &[RecordState::Active])?;
+        let member = match (self.envelope().list_dir, self.provider().list_dir()) {
+            (true, Some(m)) => m,
+            _ => {
+                return Err(SandboxError::conflict(
+                    op::LIST_DIR,
+                    "list_dir: true",
+                    "list_dir_unsupported",
+                )
+                .into())
+            }
+        };
+        self.listing_root(op::LIST_DIR, &rec, root, max_entries)?;
+        let result = member
+            .list_dir(ListDirRequest {
+                instance_id: instance_id.to_owned(),
+                root: root.to_owned(),
+                max_entries,
+            })
+            .await
+            .map_err(|e| from_provider(op::LIST_DIR, e))?;
+        checks::listing(
+            op::LIST_DIR,
+            root,
+            max_entries,
+            result.entries.iter().map(|e| e.path.as_str()),
+        )?;
+        Ok(result)
+    }
+
+    /// listProjectDir: complete leaf enumeration, special files named.
+    ///
+    /// # Errors
+    /// `SandboxLifecycleConflict{list_project_dir, actual:
+    /// list_project_dir_unsupported}` when the member is absent;
+    /// `SandboxProtocolInvalid{list_project_dir}` for `complete: false`,
+    /// more entries than `max_entries` or an entry outside the root.
+    pub async fn list_project_dir(
+        &self,
+        instance_id: &str,
+        root: &str,
+        max_entries: u32,
+    ) -> Res<ListProjectDirResult> {
+        let rec = self.admit(op::LIST_PROJECT_DIR, instance_id, &[RecordState::Active])?;
+        let Some(member) = self.provider().list_project_dir() else {
+            return Err(SandboxError::conflict(
+                op::LIST_PROJECT_DIR,
+                "list_project_dir member",
+                "list_project_dir_unsupported",
+            )
+            .into());
+        };
+        self.listing_root(op::LIST_PROJECT_DIR, &rec, root, max_entries)?;
+        let result = member
+            .list_project_dir(ListProjectDirRequest {
+                instance_id: instance_id.to_owned(),
+                root: root.to_owned(),
+                max_entries,
+            })
+            .await
+            .map_err(|e| from_provider(op::LIST_PROJECT_DIR, e))?;
+        if !result.complete {
+            return Err(
+                SandboxError::protocol(op::LIST_PROJECT_DIR, "complete", "true", "false").into(),
+            );
+        }
+        checks::listing(
+            op::LIST_PROJECT_DIR,
+            root,
+            max_entries,
+            result.entries.iter().map(|e| e.path.as_str()),
+        )?;
+        Ok(result)
+    }
+
+    /// snapshot: capture a durable active instance.
+    ///
+    /// # Errors
+    /// `SandboxSnapshotForbidden` for a ZDR profile (before the call);
+    /// `SandboxCapabilityUnavailable{snapshots}` when the envelope has none;
+    /// `invalid_request` for an `expires_at` not after now;
+    /// `snapshot_identity` mismatches after the rollback ran once.
+    pub async fn snapshot(&self, instance_id: &str, expires_at: Timestamp) -> Res<SandboxSnapshot> {
+        let rec = self.admit(op::SNAPSHOT, instance_id, &[RecordState::Active])?;
+        self.admit_snapshot(op::SNAPSHOT, &rec, &expires_at)?;
+        let handoff = self
+            .provider()
+            .snapshot(SnapshotRequest {
+                instance_id: instance_id.to_owned(),
+                expires_at,
+            })
+            .await
+            .map_err(|e| from_provider(op::SNAPSHOT, e))?;
+        let (snapshot, guard) = Guard::new(op::SNAPSHOT, handoff, self.shared.rollback_bound);
+        if let Some(rejection) = mismatches(
+            op::SNAPSHOT_IDENTITY,
+            check_snapshot(&rec.instance, &expires_at, &snapshot),
+        ) {
+            return Err(guard.reject(rejection).await);
+        }
+        guard.accept();
+        Ok(snapshot)
+    }
+
+    fn admit_snapshot(&self, operation: &str, rec: &Record, expires_at: &Timestamp) -> Res<()> {
+        if rec.request.profile.retention == RetentionMode::EphemeralZdr {
+            return Err(SandboxError::SandboxSnapshotForbidden {
+                instance_id: rec.instance.instance_id.clone(),
+                retention: RetentionMode::EphemeralZdr,
+            }
+            .into());
+        }
+        if !self.envelope().snapshots {
+            return Err(SandboxError::unavailable(
+                Requirement::Snapshots,
+                "the provider does not capture snapshots",
+            )
+            .into());
+        }
+        let now = self.shared.clock.now();
+        if *expires_at <= now {
+            return Err(SandboxError::invalid_request(
+                operation,
+                "expires_at",
+                format!("an instant after now ({now})"),
+                expires_at.to_string(),
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// cloneSnapshot: an independent snapshot bound to `target_session_id`.
+    ///
+    /// # Errors
+    /// `SandboxCapabilityUnavailable{snapshots | snapshot_clone}`;
+    /// `clone_identity` mismatches (reused id, moved expiry, predating the
+    /// source, wrong Session, ...) after the rollback ran once.
+    pub async fn clone_snapshot(
+        &self,
+        source: &SandboxSnapshot,
+        target_session_id: &str,
+    ) -> Res<SandboxSnapshot> {
+        if !self.envelope().snapshots {
+            return Err(SandboxError::unavailable(
+                Requirement::Snapshots,
+                "the provider does not capture snapshots",
+            )
+            .into());
+        }
+        if !self.envelope().snapshot_clone {
+            return Err(SandboxError::unavailable(
+                Requirement::SnapshotClone,
+                "the provider does not clone snapshots",
+            )
+            .into());
+        }
+        if source.provider != self.provider_id() {
+            return Err(SandboxError::invalid_request(
+                op::CLONE_SNAPSHOT,
+                "source.provider",
+                self.provider_id(),
+                &source.provider,
+            )
+            .into());
+        }
+        if target_session_id.is_empty() {
+            return Err(SandboxError::invalid_request(
+                op::CLONE_SNAPSHOT,
+                "target_session_id",
+                "a non-empty Session id",
+                "\"\"",
+            )
+            .into());
+        }
+        let handoff = self
+            .provider()
+            .clone_snapshot(CloneSnapshotRequest {
+                source: source.clone(),
+                target_session_id: target_session_id.to_owned(),
+            })
+            .await
+            .map_err(|e| from_provider(op::CLONE_SNAPSHOT, e))?;
+        let (clone, guard) = Guard::new(op::CLONE_SNAPSHOT, handoff, self.shared.rollback_bound);
+        if let Some(rejection) = mismatches(
+            op::CLONE_IDENTITY,
+            check_clone(source, target_session_id, &clone),
+        ) {
+            return Err(guard.reject(rejection).await);
+        }
+        guard.accept();
+        Ok(clone)
+    }
+
+    /// release: durable settles a snapshot carrying `snapshot_expires_at`;
+    /// ZDR destroys every trace.
+    ///
+    /// # Errors
+    /// `invalid_request` when a durable release has no
+    /// `snapshot_expires_at` or a ZDR release has one;
+    /// `SandboxProtocolInvalid{release, field: disposition}` for `released`
+    /// on ZDR or `destroyed` on durable, and `snapshot_identity`
+    /// mismatches for the settled snapshot, each after the rollback ran once.
+    pub async fn release(
+        &self,
+        instance_id: &str,
+        snapshot_expires_at: Option<Timestamp>,
+    ) -> Res<ReleaseDisposition> {
+        let rec = self.admit(op::RELEASE, instance_id, &[RecordState::Active])?;
+        let durable = rec.request.profile.retention == RetentionMode::Durable;
+        match (&snapshot_expires_at, durable) {
+            (None, true) => {
+                return Err(SandboxError::invalid_request(
+                    op::RELEASE,
+                    "snapshot_expires_at",
+                    "a retention deadline for a durable release",
+                    "absent",
+                )
+                .into())
+            }
+            (Some(t), false) => {
+                return Err(SandboxError::invalid_request(
+                    op::RELEASE,
+                    "snapshot_expires_at",
+                    "absent for an ephemeral_zdr release",
+                    t.to_string(),
+                )
+                .into())
+            }
+            (Some(t), true) => self.admit_snapshot(op::RELEASE, &rec, t)?,
+            (None, false) => {}
+        }
+        let handoff = self
+            .provider()
+            .release(ReleaseRequest {
+                instance_id: instance_id.to_owned(),
+                snapshot_expires_at,
+            })
+            .await
+            .map_err(|e| from_provider(op::RELEASE, e))?;
+        let (disposition, guard) = Guard::new(op::RELEASE, handoff, self.shared.rollback_bound);
+        let problem = match (&disposition, snapshot_expires_at) {
+            (ReleaseDisposition::Released { .. }, None) => {
+                Some(SandboxFailure::from(SandboxError::protocol(
+                    op::RELEASE,
+                    "disposition",
+                    "destroyed (ephemeral_zdr)",
+                    "released",
+                )))
+            }
+            (ReleaseDisposition::Destroyed, Some(_)) => {
+                Some(SandboxFailure::from(SandboxError::protocol(
+                    op::RELEASE,
+                    "disposition",
+                    "released (durable)",
+                    "destroyed",
+                )))
+            }
+            (ReleaseDisposition::Released { snapshot }, Some(t)) => mismatches(
+                op::SNAPSHOT_IDENTITY,
+                check_snapshot(&rec.instance, &t, snapshot),
+            ),
+            (ReleaseDisposition::Destroyed, None) => None,
+        };
+        if let Some(rejection) = problem {
+            return Err(guard.reject(rejection).await);
+        }
+        self.set_state(instance_id, RecordState::Released);
+        guard.accept();
+        Ok(disposition)
+    }
+
+    /// resume: a fresh active instance from a snapshot.
+    ///
+    /// # Errors
+    /// Request admission as for provision; `invalid_request` when the
+    /// snapshot disagrees with the request on provider, placement,
+    /// workspace_id, session_id, profile_id, profile_version or
+    /// profile_digest, or has expired; `instance_identity` mismatches
+    /// (state `active`) after the rollback ran once.
+    pub async fn resume(
+        &self,
+        request: SandboxProvisionRequest,
+        snapshot: SandboxSnapshot,
+    ) -> Res<SandboxInstance> {
+        self.admit_request(op::RESUME, &request)?;
+        self.recheck_network(&request.profile)?;
+        if !self.envelope().snapshots {
+            return Err(SandboxError::unavailable(
+                Requirement::Snapshots,
+                "the provider does not capture snapshots",
+            )
+            .into());
+        }
+        let pairs: [(&str, String, String); 7] = [
+            (
+                "snapshot.provider",
+                request.provider.clone(),
+                snapshot.provider.clone(),
+            ),
+            (
+                "snapshot.placement",
+                format!("{:?}", request.placement),
+                format!("{:?}", snapshot.placement),
+            ),
+            (
+                "snapshot.workspace_id",
+                request.workspace_id.clone(),
+                snapshot.workspace_id.clone(),
+            ),
+            (
+                "snapshot.session_id",
+                request.session_id.clone(),
+                snapshot.session_id.clone(),
+            ),
+            (
+                "snapshot.profile_id",
+                request.profile.profile_id.clone(),
+                snapshot.profile_id.clone(),
+            ),
+            (
+                "snapshot.profile_version",
+                request.profile.profile_version.to_string(),
+                snapshot.profile_version.to_string(),
+            ),
+            (
+                "snapshot.profile_digest",
+                request.profile.profile_digest.to_string(),
+                snapshot.profile_digest.to_string(),
+            ),
+        ];
+        for (field, expected, actual) in pairs {
+            if expected != actual {
+                return Err(
+                    SandboxError::invalid_request(op::RESUME, field, expected, actual).into(),
+                );
+            }
+        }
+        let now = self.shared.clock.now();
+        if snapshot.expires_at <= now {
+            return Err(SandboxError::invalid_request(
+                op::RESUME,
+                "snapshot.expires_at",
+                format!("an instant after now ({now})"),
+                snapshot.expires_at.to_string(),
+            )
+            .into());
+        }
+        let handoff = self
+            .provider()
+            .resume(ResumeRequest {
+                request: request.clone(),
+                snapshot,
+            })
+            .await
+            .map_err(|e| from_provider(op::RESUME, e))?;
+        let (instance, guard) = Guard::new(op::RESUME, handoff, self.shared.rollback_bound);
+        let mut problems =
+            check_instance(&request, InstanceState::Active, self.envelope(), &instance);
+        if self.records().contains_key(&instance.instance_id) {
+            problems.push(Mismatch::new(
+                "instance_id",
+                "an id not already held",
+                instance.instance_id.clone(),
+            ));
+        }
+        if let Some(rejection) = mismatches(op::INSTANCE_IDENTITY, problems) {
+            return Err(guard.reject(rejection).await);
+        }
+        self.records().insert(
+            instance.instance_id.clone(),
+            Record {
+                request,
+                instance: instance.clone(),
+                state: RecordState::Active,
+            },
+        );
+        guard.accept();
+        Ok(instance)
+    }
+
+    /// destroy: idempotent teardown, in any state, passed through even for
+    /// an id the runtime does not hold (a lost response).
+    ///
+    /// # Errors
+    /// The provider's error.
+    pub async fn destroy(&self, instance_id: &str) -> Res<()> {
+        self.provider()
+            .destroy(DestroyRequest {
+                instance_id: instance_id.to_owned(),
+            })
+            .await
+            .map_err(|e| from_provider(op::DESTROY, e))?;
+        self.set_state(instance_id, RecordState::Destroyed);
+        Ok(())
+    }
+
+    /// destroySnapshot: idempotent teardown of one snapshot.
+    ///
+    /// # Errors
+    /// The provider's error.
+    pub async fn destroy_snapshot(&self, snapshot_id: &str) -> Res<()> {
+        self.provider()
+            .destroy_snapshot(DestroySnapshotRequest {
+                snapshot_id: snapshot_id.to_owned(),
+            })
+            .await
+            .map_err(|e| from_provider(op::DESTROY_SNAPSHOT, e))
+    }
+
+    /// cleanup: sweep orphans before `orphaned_before`; pinned snapshots are
+    /// exempt from the cutoff but never from their own expiry.
+    ///
+    /// # Errors
+    /// `invalid_request` for `orphaned_before` after `now` or more than
+    /// 1,024 pins; the provider's error; `SandboxProtocolInvalid{cleanup}`
+    /// for a repeated id.
+    pub async fn cleanup(
+        &self,
+        now: Timestamp,
+        orphaned_before: Timestamp,
+        pinned_snapshots: Vec<String>,
+    ) -> Res<CleanupResult> {
+        if orphaned_before > now {
+            return Err(SandboxError::invalid_request(
+                op::CLEANUP,
+                "orphaned_before",
+                format!("at or before now ({now})"),
+                orphaned_before.to_string(),
+            )
+            .into());
+        }
+        if pinned_snapshots.len() > MAX_PINNED_SNAPSHOTS {
+            return Err(SandboxError::invalid_request(
+                op::CLEANUP,
+                "pinned_snapshots",
+                format!("at most {MAX_PINNED_SNAPSHOTS}"),
+                pinned_snapshots.len().to_string(),
+            )
+            .into());
+        }
+        let result = self
+            .provider()
+            .cleanup(CleanupRequest {
+                now,
+                orphaned_before,
+                pinned_snapshots,
+            })
+            .await
+            .map_err(|e| from_provider(op::CLEANUP, e))?;
+        for (field, ids) in [
+            ("instances", &result.instances),
+            ("snapshots", &result.snapshots),
+        ] {
+            let mut seen = std::collections::BTreeSet::new();
+            if let Some(dup) = ids.iter().find(|id| !seen.insert(id.as_str())) {
+                return Err(SandboxError::protocol(
+                    op::CLEANUP,
+                    field,
+                    "each id once",
+                    format!("{dup} repeated"),
+                )
+                .into());
+            }
+        }
+        for id in &result.instances {
+            self.set_state(id, RecordState::Destroyed);
+        }
+        Ok(result)
+    }
+
+    /// openProcess: a live process whose evidence has been checked.
+    ///
+    /// # Errors
+    /// `SandboxLifecycleConflict{open_process, actual:
+    /// open_process_unsupported}` when the member is absent; request bounds
+    /// as for execute; network re-check; the provider's error;
+    /// `open_process_identity` mismatches, after the process was destroyed
+    /// under a 30 s bound (a destroy failure is appended as
+    /// `open_process_destroy`).
+    pub async fn open_process(&self, request: SandboxProcessRequest) -> Res<Process> {
+        let rec = self.admit(
+            op::OPEN_PROCESS,
+            &request.instance_id,
+            &[RecordState::Active],
+        )?;
+        let Some(member) = self.provider().open_process() else {
+            return Err(SandboxError::conflict(
+                op::OPEN_PROCESS,
+                "open_process member",
+                "open_process_unsupported",
+            )
+            .into());
+        };
+        self.recheck_network(&rec.request.profile)?;
+        checks::process_request(&request)?;
+        let process = member
+            .open_process(request.clone())
+            .await
+            .map_err(|e| from_provider(op::OPEN_PROCESS, e))?;
+        let problems =
+            check_process_evidence(&rec.instance, &request, self.envelope(), &process.evidence);
+        if let Some(rejection) = mismatches(op::OPEN_PROCESS_IDENTITY, problems) {
+            let control = process.control.clone();
+            drop(process);
+            let bound = self.shared.rollback_bound;
+            let destroyed =
+                tokio::time::timeout(bound, tokio::spawn(async move { control.destroy().await }))
+                    .await;
+            let failure = match destroyed {
+                Ok(Ok(Ok(()))) => rejection,
+                Ok(Ok(Err(e))) => rejection.then(e),
+                Ok(Err(join)) => rejection.then(SandboxError::failed(
+                    "open_process_destroy",
+                    FailureReason::ProviderError,
+                    join.to_string(),
+                )),
+                Err(_) => rejection.then(SandboxError::failed(
+                    "open_process_destroy",
+                    FailureReason::TimedOut,
+                    format!("destroy did not settle within {} s", bound.as_secs()),
+                )),
+            };
+            return Err(failure);
+        }
+        Ok(Process::new(process))
+    }
+
+    /// beginActiveWrite: stage and atomically publish a batch inside the
+    /// deepest read-write mount owning every target.
+    ///
+    /// # Errors
+    /// `SandboxLifecycleConflict{begin_active_write, actual:
+    /// active_mount_write_unsupported}` without the capability or member;
+    /// `invalid_request` / `path_not_admitted` / `read_only` for a path
+    /// outside one read-write mount, an ancestor conflict, or bounds; the
+    /// provider's error; `SandboxProtocolInvalid{begin_active_write}` for
+    /// an outcome naming another transaction, mount or path list.
+    pub async fn begin_active_write(&self, request: ActiveWriteRequest) -> Res<ActiveWriteOutcome> {
+        const OP: &str = op::BEGIN_ACTIVE_WRITE;
+        let rec = self.admit(OP, &request.instance_id, &[RecordState::Active])?;
+        let member = match (
+            self.envelope().active_mount_write,
+            self.provider().begin_active_write(),
+        ) {
+            (true, Some(m)) => m,
+            _ => {
+                return Err(SandboxError::conflict(
+                    OP,
+                    "active_mount_write: true",
+                    "active_mount_write_unsupported",
+                )
+                .into())
+            }
+        };
+        if request.files.len() > MAX_ACTIVE_WRITE_FILES {
+            return Err(SandboxError::invalid_request(
+                OP,
+                "files",
+                format!("at most {MAX_ACTIVE_WRITE_FILES}"),
+                request.files.len().to_string(),
+            )
+            .into());
+        }
+        let mut total: u64 = 0;
+        for (i, f) in request.files.iter().enumerate() {
+            let len = f.content_base64.len() as u64;
+            if len > MAX_FILE_BYTES {
+                return Err(SandboxError::SandboxFileTooLarge {
+                    path: f.path.clone(),
+                    limit_bytes: MAX_FILE_BYTES,
+                    actual_bytes: len,
+                }
+                .into());
+            }
+            total = total
+                .checked_add(len)
+                .filter(|t| *t <= MAX_ACTIVE_WRITE_AGGREGATE_BYTES)
+                .ok_or_else(|| {
+                    SandboxError::invalid_request(
+                        OP,
+                        format!("files[{i}]"),
+                        format!("an aggregate of at most {MAX_ACTIVE_WRITE_AGGREGATE_BYTES} bytes"),
+                        "more",
+                    )
+                })?;
+        }
+        let paths: Vec<&str> = request.files.iter().map(|f| f.path.as_str()).collect();
+        let mount = owning_rw_mount(&paths, &rec.instance.mounts)?;
+        if let Some((a, b)) = ancestor_conflict(&paths) {
+            return Err(SandboxError::invalid_request(
+                OP,
+                "files",
+                "no path equal to or an ancestor of another",
+                format!("{a} and {b}"),
+            )
+            .into());
+        }
+        let expected_paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+        let transaction_id = request.transaction_id.clone();
+        let outcome = member
+            .begin_active_write(request)
+            .await
+            .map_err(|e| from_provider(OP, e))?;
+        match &outcome {
+            ActiveWriteOutcome::Committed {
+                transaction_id: t,
+                mount_path,
+                published,
+            } => {
+                if *t != transaction_id {
+                    return Err(
+                        SandboxError::protocol(OP, "transaction_id", transaction_id, t).into(),
+                    );
+                }
+                if *mount_path != mount.path {
+                    return Err(
+                        SandboxError::protocol(OP, "mount_path", mount.path, mount_path).into(),
+                    );
+                }
+                if *published != expected_paths {
+                    return Err(SandboxError::protocol(
+                        OP,
+                        "published",
+                        format!("{expected_paths:?}"),
+                        format!("{published:?}"),
+                    )
+                    .into());
+                }
+            }
+            ActiveWriteOutcome::RolledBack {
+                transaction_id: t, ..
+            } => {
+                if *t != transaction_id {
+                    return Err(
+                        SandboxError::protocol(OP, "transaction_id", transaction_id, t).into(),
+                    );
+                }
+            }
+        }
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,248 @@
+//! Bounds and shape checks on requests before a call and on results after
+//! it (spec "Bounds"; DESIGN D9). Arithmetic on budgets is checked.
+
+use std::collections::BTreeMap;
+
+use checkfu_sandbox_contract::bounds::*;
+use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::{
+    ReadFileOutcome, ReadFilesEntry, SandboxCommand, SandboxError, SandboxFailure,
+    SandboxProcessRequest, SandboxProfile,
+};
+
+use crate::admission::{is_normalized, is_within};
+
+type Res<T> = Result<T, SandboxFailure>;
+
+fn arguments(
+    operation: &str,
+    executable: &str,
+    args: &[String],
+    working_directory: &str,
+    env: &BTreeMap<String, String>,
+) -> Res<()> {
+    let bad = |field: String, expected: &str, actual: String| -> Res<()> {
+        Err(SandboxError::invalid_request(operation, field, expected, actual).into())
+    };
+    if executable.is_empty() || executable.contains('\0') {
+        return bad(
+            "executable".into(),
+            "a non-empty executable without NUL",
+            format!("{executable:?}"),
+        );
+    }
+    if args.len() > MAX_ARGUMENTS {
+        return bad(
+            "arguments".into(),
+            "at most 256 arguments",
+            args.len().to_string(),
+        );
+    }
+    for (i, a) in args.iter().enumerate() {
+        if a.len() > MAX_ARGUMENT_BYTES {
+            return bad(
+                format!("arguments[{i}]"),
+                "at most 65536 bytes",
+                format!("{} bytes", a.len()),
+            );
+        }
+        if a.contains('\0') {
+            return bad(
+                format!("arguments[{i}]"),
+                "no NUL byte",
+                "an argument containing NUL".into(),
+            );
+        }
+    }
+    if !is_normalized(working_directory) {
+        return bad(
+            "working_directory".into(),
+            "an absolute normalized path",
+            format!("{working_directory:?}"),
+        );
+    }
+    for (k, v) in env {
+        if !is_valid_environment_key(k) {
+            return bad(
+                format!("environment.{k}"),
+                "a key matching ^[A-Za-z_][A-Za-z0-9_]*$",
+                format!("{k:?}"),
+            );
+        }
+        if v.contains('\0') {
+            return bad(
+                format!("environment.{k}"),
+                "a value without NUL",
+                "a value containing NUL".into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// execute's request bounds.
+pub(crate) fn command(c: &SandboxCommand, max_duration_seconds: u32) -> Res<()> {
+    arguments(
+        op::EXECUTE,
+        &c.executable,
+        &c.arguments,
+        &c.working_directory,
+        &c.environment,
+    )?;
+    if c.timeout_seconds == 0 || c.timeout_seconds > max_duration_seconds {
+        return Err(SandboxError::invalid_request(
+            op::EXECUTE,
+            "timeout_seconds",
+            format!("1..={max_duration_seconds} (the profile's max_duration_seconds)"),
+            c.timeout_seconds.to_string(),
+        )
+        .into());
+    }
+    if c.output_limit_bytes > MAX_OUTPUT_LIMIT_BYTES {
+        return Err(SandboxError::invalid_request(
+            op::EXECUTE,
+            "output_limit_bytes",
+            format!("at most {MAX_OUTPUT_LIMIT_BYTES}"),
+            c.output_limit_bytes.to_string(),
+        )
+        .into());
+    }
+    if let Some(stdin) = &c.stdin_base64 {
+        if stdin.len() as u64 > MAX_STDIN_BYTES {
+            return Err(SandboxError::invalid_request(
+                op::EXECUTE,
+                "stdin_base64",
+                format!("at most {MAX_STDIN_BYTES} bytes"),
+                format!("{} bytes", stdin.len()),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// openProcess's request bounds.
+pub(crate) fn process_request(r: &SandboxProcessRequest) -> Res<()> {
+    arguments(
+        op::OPEN_PROCESS,
+        &r.executable,
+        &r.arguments,
+        &r.working_directory,
+        &r.environment,
+    )
+}
+
+/// A profile's own shape.
+pub(crate) fn profile(operation: &str, p: &SandboxProfile) -> Res<()> {
+    if p.max_duration_seconds == 0 {
+        return Err(SandboxError::invalid_request(
+            operation,
+            "profile.max_duration_seconds",
+            "at least 1",
+            "0",
+        )
+        .into());
+    }
+    if p.profile_id.is_empty() {
+        return Err(SandboxError::invalid_request(
+            operation,
+            "profile.profile_id",
+            "a non-empty id",
+            "\"\"",
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// A readFiles group's result: the closed union, one per member, in order,
+/// each within its member's budget and the group's aggregate.
+pub(crate) fn read_files_result(
+    group: &[ReadFilesEntry],
+    aggregate: u64,
+    got: &[ReadFileOutcome],
+) -> Res<()> {
+    let protocol = |field: String, expected: String, actual: String| -> Res<()> {
+        Err(SandboxError::protocol(op::READ_FILES, field, expected, actual).into())
+    };
+    if got.len() != group.len() {
+        return protocol(
+            "files".into(),
+            format!("{} outcomes", group.len()),
+            format!("{} outcomes", got.len()),
+        );
+    }
+    let mut total: u64 = 0;
+    for (i, (want, outcome)) in group.iter().zip(got).enumerate() {
+        if outcome.path() != want.path {
+            return protocol(
+                format!("files[{i}].path"),
+                want.path.clone(),
+                outcome.path().to_owned(),
+            );
+        }
+        if let ReadFileOutcome::Read { content_base64, .. } = outcome {
+            let len = content_base64.len() as u64;
+            if len > want.maximum_bytes {
+                return protocol(
+                    format!("files[{i}].content_base64"),
+                    format!("at most {} bytes", want.maximum_bytes),
+                    format!("{len} bytes"),
+                );
+            }
+            total = match total.checked_add(len) {
+                Some(t) if t <= aggregate => t,
+                _ => {
+                    return protocol(
+                        "files".into(),
+                        format!("an aggregate of at most {aggregate} bytes"),
+                        "more".into(),
+                    )
+                }
+            };
+        }
+    }
+    Ok(())
+}
+
+/// A listing: at most `max_entries`, every entry under `root`, no repeats.
+pub(crate) fn listing<'a>(
+    operation: &str,
+    root: &str,
+    max_entries: u32,
+    paths: impl Iterator<Item = &'a str>,
+) -> Res<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut count: u64 = 0;
+    for (i, p) in paths.enumerate() {
+        count += 1;
+        if !is_normalized(p) || !is_within(p, root) || p == root {
+            return Err(SandboxError::protocol(
+                operation,
+                format!("entries[{i}].path"),
+                format!("a normalized path below {root}"),
+                p,
+            )
+            .into());
+        }
+        if !seen.insert(p) {
+            return Err(SandboxError::protocol(
+                operation,
+                format!("entries[{i}].path"),
+                "each path once",
+                p,
+            )
+            .into());
+        }
+    }
+    if count > u64::from(max_entries) {
+        return Err(SandboxError::protocol(
+            operation,
+            "entries",
+            format!("at most {max_entries} entries"),
+            format!("{count} entries"),
+        )
+        .into());
+    }
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! Allocation handoff: take ownership of a value or unwind it exactly once
+//! (spec "Allocation handoff"; DESIGN D5).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use checkfu_sandbox_contract::{FailureReason, Handoff, Rollback, SandboxError, SandboxFailure};
+
+/// Runs `rollback` at most once in its own task, bounded by `bound`.
+///
+/// The task is spawned before anything is awaited, so a caller that drops
+/// this future still gets the rollback run; past `bound` the task is
+/// detached and the failure is `SandboxOperationFailed{operation:
+/// "<operation>_rollback", reason: timed_out}`.
+pub(crate) async fn run_rollback(
+    operation: &str,
+    rollback: Arc<dyn Rollback>,
+    bound: Duration,
+) -> Result<(), SandboxError> {
+    let task = tokio::spawn(async move { rollback.rollback().await });
+    match tokio::time::timeout(bound, task).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) => Err(SandboxError::failed(
+            format!("{operation}_rollback"),
+            FailureReason::ProviderError,
+            format!("rollback task ended abnormally: {join}"),
+        )),
+        Err(_) => {
+            tracing::warn!(operation, "rollback exceeded its bound; detached");
+            Err(SandboxError::failed(
+                format!("{operation}_rollback"),
+                FailureReason::TimedOut,
+                format!(
+                    "rollback did not settle within {} s; left to sweep and hard expiry",
+                    bound.as_secs()
+                ),
+            ))
+        }
+    }
+}
+
+/// Holds a handoff's rollback until the runtime either takes ownership
+/// ([`Guard::accept`]) or rejects ([`Guard::reject`]). Dropped without
+/// either — the caller was cancelled — it spawns the rollback.
+pub(crate) struct Guard {
+    operation: &'static str,
+    rollback: Option<Arc<dyn Rollback>>,
+    bound: Duration,
+}
+
+impl Guard {
+    pub(crate) fn new<T>(
+        operation: &'static str,
+        handoff: Handoff<T>,
+        bound: Duration,
+    ) -> (T, Guard) {
+        (
+            handoff.value,
+            Guard {
+                operation,
+                rollback: Some(handoff.rollback),
+                bound,
+            },
+        )
+    }
+
+    /// Ownership transferred: the rollback is dropped unrun.
+    pub(crate) fn accept(mut self) {
+        self.rollback = None;
+    }
+
+    /// The value was refused: run the rollback once and combine causes in
+    /// order (the rejection first).
+    pub(crate) async fn reject(mut self, rejection: SandboxFailure) -> SandboxFailure {
+        let Some(rollback) = self.rollback.take() else {
+            return rejection;
+        };
+        match run_rollback(self.operation, rollback, self.bound).await {
+            Ok(()) => rejection,
+            Err(e) => rejection.then(e),
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(rollback) = self.rollback.take() {
+            let operation = self.operation;
+            let bound = self.bound;
+            tracing::debug!(
+                operation,
+                "handoff abandoned before ownership; rolling back"
+            );
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(async move {
+                    if let Err(e) = run_rollback(operation, rollback, bound).await {
+                        tracing::warn!(operation, error = %e, "rollback after cancellation failed");
+                    }
+                });
+            }
+        }
+    }
+}
