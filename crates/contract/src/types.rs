@@ -67,8 +67,17 @@ pub struct NetworkDestination {
 }
 
 /// A profile's network policy (DESIGN D11).
+///
+/// Wire form: `{"mode": "none"}` or `{"mode": "allowlist", "destinations":
+/// [...]}`; any other member is refused, for the unit mode too (decoded
+/// through [`NetworkPolicyWire`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(
+    tag = "mode",
+    rename_all = "snake_case",
+    deny_unknown_fields,
+    from = "NetworkPolicyWire"
+)]
 pub enum NetworkPolicy {
     /// Loopback only.
     None,
@@ -77,6 +86,35 @@ pub enum NetworkPolicy {
         /// The reachable destinations.
         destinations: Vec<NetworkDestination>,
     },
+}
+
+/// The decoding shape of [`NetworkPolicy`].
+///
+/// serde accepts unknown members beside the tag of an internally tagged
+/// unit variant even under `deny_unknown_fields`; an empty struct variant
+/// refuses them, so `{"mode": "none", "extra": 1}` is a decode error.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
+#[schemars(rename = "NetworkPolicy")]
+pub enum NetworkPolicyWire {
+    /// Loopback only.
+    None {},
+    /// Only these destinations.
+    Allowlist {
+        /// The reachable destinations.
+        destinations: Vec<NetworkDestination>,
+    },
+}
+
+impl From<NetworkPolicyWire> for NetworkPolicy {
+    fn from(w: NetworkPolicyWire) -> Self {
+        match w {
+            NetworkPolicyWire::None {} => NetworkPolicy::None,
+            NetworkPolicyWire::Allowlist { destinations } => {
+                NetworkPolicy::Allowlist { destinations }
+            }
+        }
+    }
 }
 
 impl NetworkPolicy {
@@ -173,6 +211,7 @@ pub struct SandboxProvisionRequest {
     /// Pinned root image.
     pub root_image: ImageReference,
     /// Declared mounts (at most 64).
+    #[schemars(length(max = 64))]
     pub mounts: Vec<SandboxMount>,
     /// Hard expiry of the instance.
     pub expires_at: Timestamp,
@@ -266,19 +305,26 @@ pub struct SandboxCommand {
     /// Arguments after the executable: at most 256, each at most 65,536
     /// bytes, no NUL.
     #[serde(default)]
+    #[schemars(
+        length(max = 256),
+        inner(length(max = 65536), regex(pattern = r"^[^\x00]*$"))
+    )]
     pub arguments: Vec<String>,
     /// Absolute working directory.
     pub working_directory: String,
     /// Environment; keys match `^[A-Za-z_][A-Za-z0-9_]*$`.
     #[serde(default)]
+    #[schemars(extend("propertyNames" = {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}))]
     pub environment: BTreeMap<String, String>,
     /// Bytes for standard input, then end of file. Absent: stdin is closed
     /// at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin_base64: Option<Bytes>,
     /// Wall-clock bound in seconds, 1..= the profile's `max_duration_seconds`.
+    #[schemars(range(min = 1))]
     pub timeout_seconds: u32,
     /// Bound on each of stdout and stderr, in bytes, at most 16 MiB.
+    #[schemars(range(max = 16_777_216))]
     pub output_limit_bytes: u64,
 }
 
@@ -418,8 +464,37 @@ pub enum ExitCause {
 }
 
 /// The wire shape of [`ExitCause`], before the exactly-one check.
+///
+/// Its JSON Schema states the exactly-one rule (a `null` member counts as
+/// absent, as the decoder treats it).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "ExitCause", extend("oneOf" = [
+    {
+        "required": ["exit_code"],
+        "properties": {
+            "exit_code": {"type": "integer"},
+            "signal": {"type": "null"},
+            "timed_out": {"type": "null"}
+        }
+    },
+    {
+        "required": ["signal"],
+        "properties": {
+            "exit_code": {"type": "null"},
+            "signal": {"type": "string"},
+            "timed_out": {"type": "null"}
+        }
+    },
+    {
+        "required": ["timed_out"],
+        "properties": {
+            "exit_code": {"type": "null"},
+            "signal": {"type": "null"},
+            "timed_out": {"const": true}
+        }
+    }
+]))]
 pub struct ExitCauseWire {
     /// Exit status, 0..=255.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -507,6 +582,7 @@ pub struct ReadFileRequest {
     /// The mount root or output tree the read must stay inside.
     pub allowed_root: String,
     /// Most bytes to return, at most 16 MiB.
+    #[schemars(range(max = 16_777_216))]
     pub maximum_bytes: u64,
 }
 
@@ -527,6 +603,7 @@ pub struct ReadFilesEntry {
     /// Absolute normalized path under the group's `allowed_root`.
     pub path: String,
     /// Most bytes for this file, at most 16 MiB.
+    #[schemars(range(max = 16_777_216))]
     pub maximum_bytes: u64,
 }
 
@@ -539,8 +616,10 @@ pub struct ReadFilesRequest {
     /// The one root every member must stay inside.
     pub allowed_root: String,
     /// Members, at most 1,024.
+    #[schemars(length(max = 1024))]
     pub files: Vec<ReadFilesEntry>,
     /// Exactly the checked sum of the members' `maximum_bytes`, at most 128 MiB.
+    #[schemars(range(max = 134_217_728))]
     pub aggregate_maximum_bytes: u64,
 }
 
@@ -609,6 +688,7 @@ pub struct ListDirRequest {
     /// A mount root or the output tree.
     pub root: String,
     /// Most entries, at most 100,000.
+    #[schemars(range(min = 1, max = 100_000))]
     pub max_entries: u32,
 }
 
@@ -641,6 +721,7 @@ pub struct ListProjectDirRequest {
     /// A mount root or the output tree.
     pub root: String,
     /// Most entries, at most 100,000.
+    #[schemars(range(min = 1, max = 100_000))]
     pub max_entries: u32,
 }
 
@@ -754,8 +835,17 @@ pub struct ReleaseRequest {
 }
 
 /// How release settled.
+///
+/// Wire form: `{"disposition": "released", "snapshot": {...}}` or
+/// `{"disposition": "destroyed"}`; any other member is refused (decoded
+/// through [`ReleaseDispositionWire`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "disposition", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(
+    tag = "disposition",
+    rename_all = "snake_case",
+    deny_unknown_fields,
+    from = "ReleaseDispositionWire"
+)]
 pub enum ReleaseDisposition {
     /// Durable: a settled snapshot.
     Released {
@@ -764,6 +854,33 @@ pub enum ReleaseDisposition {
     },
     /// ZDR: every trace destroyed.
     Destroyed,
+}
+
+/// The decoding shape of [`ReleaseDisposition`]: the unit variant as an
+/// empty struct variant so that unknown members beside the tag are refused
+/// (see [`NetworkPolicyWire`]).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(tag = "disposition", rename_all = "snake_case", deny_unknown_fields)]
+#[schemars(rename = "ReleaseDisposition")]
+pub enum ReleaseDispositionWire {
+    /// Durable: a settled snapshot.
+    Released {
+        /// The snapshot.
+        snapshot: SandboxSnapshot,
+    },
+    /// ZDR: every trace destroyed.
+    Destroyed {},
+}
+
+impl From<ReleaseDispositionWire> for ReleaseDisposition {
+    fn from(w: ReleaseDispositionWire) -> Self {
+        match w {
+            ReleaseDispositionWire::Released { snapshot } => {
+                ReleaseDisposition::Released { snapshot }
+            }
+            ReleaseDispositionWire::Destroyed {} => ReleaseDisposition::Destroyed,
+        }
+    }
 }
 
 /// resume: rehydrate a snapshot into a fresh active instance.
@@ -807,6 +924,7 @@ pub struct CleanupRequest {
     pub orphaned_before: Timestamp,
     /// Snapshot ids exempt from the cutoff (not from their expiry), at most 1,024.
     #[serde(default)]
+    #[schemars(length(max = 1024))]
     pub pinned_snapshots: Vec<String>,
 }
 
@@ -830,11 +948,16 @@ pub struct SandboxProcessRequest {
     pub executable: String,
     /// Arguments: at most 256, each at most 65,536 bytes, no NUL.
     #[serde(default)]
+    #[schemars(
+        length(max = 256),
+        inner(length(max = 65536), regex(pattern = r"^[^\x00]*$"))
+    )]
     pub arguments: Vec<String>,
     /// Absolute working directory.
     pub working_directory: String,
     /// Environment; keys match `^[A-Za-z_][A-Za-z0-9_]*$`.
     #[serde(default)]
+    #[schemars(extend("propertyNames" = {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}))]
     pub environment: BTreeMap<String, String>,
 }
 
@@ -875,8 +998,21 @@ pub enum ProcessExit {
 }
 
 /// The wire shape of [`ProcessExit`], before the exactly-one check.
+///
+/// Its JSON Schema states the exactly-one rule (a `null` member counts as
+/// absent, as the decoder treats it).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "ProcessExit", extend("oneOf" = [
+    {
+        "required": ["exit_code"],
+        "properties": {"exit_code": {"type": "integer"}, "signal": {"type": "null"}}
+    },
+    {
+        "required": ["signal"],
+        "properties": {"exit_code": {"type": "null"}, "signal": {"type": "string"}}
+    }
+]))]
 pub struct ProcessExitWire {
     /// Exit status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -968,6 +1104,7 @@ pub struct ActiveWriteRequest {
     pub transaction_id: String,
     /// The batch: at most 1,024 files, 128 MiB in all, no path an ancestor
     /// of another.
+    #[schemars(length(max = 1024))]
     pub files: Vec<ActiveWriteFile>,
 }
 

@@ -76,17 +76,7 @@ type Res<T> = Result<T, SandboxFailure>;
 /// A provider error passes through if it is in the adapter vocabulary; a
 /// runtime-only tag from a provider is itself a protocol failure.
 fn from_provider(operation: &str, e: SandboxError) -> SandboxFailure {
-    if e.is_runtime_only() {
-        SandboxError::protocol(
-            operation,
-            "_tag",
-            "one of the eight adapter error tags",
-            e.tag(),
-        )
-        .into()
-    } else {
-        e.into()
-    }
+    checks::from_provider(operation, e).into()
 }
 
 fn mismatches(operation: &str, list: Vec<Mismatch>) -> Option<SandboxFailure> {
@@ -149,8 +139,16 @@ impl Adapter {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    fn provider(&self) -> &dyn SandboxProvider {
+    pub(crate) fn provider(&self) -> &dyn SandboxProvider {
         self.shared.provider.as_ref()
+    }
+
+    pub(crate) fn rollback_bound(&self) -> Duration {
+        self.shared.rollback_bound
+    }
+
+    pub(crate) fn admit_provision(&self, request: &SandboxProvisionRequest) -> Res<()> {
+        self.admit_request(op::PROVISION, request)
     }
 
     /// The record for `instance_id` if its state is one of `accepted`.
@@ -177,15 +175,20 @@ impl Adapter {
         }
     }
 
-    /// Network policy re-check against the envelope (activate, execute,
-    /// resume, openProcess).
+    /// Network policy re-check (activate, execute, resume, openProcess):
+    /// the retained profile's policy must still have a valid shape and fit
+    /// both the envelope captured at registration and the envelope the
+    /// provider advertises now. The envelope is meant to be unchanging; a
+    /// provider whose network modes or egress grade drifted since
+    /// registration is refused here rather than trusted.
     fn recheck_network(&self, profile: &SandboxProfile) -> Res<()> {
-        check_network(
-            self.envelope(),
-            &profile.network_policy,
-            EgressCertification::AdvisoryFilter,
-        )
-        .map_err(SandboxFailure::from)
+        let minimum = EgressCertification::AdvisoryFilter;
+        check_network(self.envelope(), &profile.network_policy, minimum)?;
+        let live = self.provider().capabilities();
+        if live != *self.envelope() {
+            check_network(&live, &profile.network_policy, minimum)?;
+        }
+        Ok(())
     }
 
     fn requirements_of(&self, request: &SandboxProvisionRequest) -> Requirements {
@@ -1162,7 +1165,7 @@ impl Adapter {
                     .await;
             let failure = match destroyed {
                 Ok(Ok(Ok(()))) => rejection,
-                Ok(Ok(Err(e))) => rejection.then(e),
+                Ok(Ok(Err(e))) => rejection.then(checks::from_provider("open_process_destroy", e)),
                 Ok(Err(join)) => rejection.then(SandboxError::failed(
                     "open_process_destroy",
                     FailureReason::ProviderError,

@@ -14,6 +14,23 @@ use crate::admission::{is_normalized, is_within};
 
 type Res<T> = Result<T, SandboxFailure>;
 
+/// A provider's error, if it is in the adapter vocabulary; a runtime-only
+/// tag authored by a provider is itself a protocol failure naming `_tag`.
+/// Applied to every error a provider hands back: results, rollbacks and
+/// process control alike.
+pub(crate) fn from_provider(operation: &str, e: SandboxError) -> SandboxError {
+    if e.is_runtime_only() {
+        SandboxError::protocol(
+            operation,
+            "_tag",
+            "one of the eight adapter error tags",
+            e.tag(),
+        )
+    } else {
+        e
+    }
+}
+
 fn arguments(
     operation: &str,
     executable: &str,
@@ -180,6 +197,15 @@ pub(crate) fn read_files_result(
                 want.path.clone(),
                 outcome.path().to_owned(),
             );
+        }
+        if let ReadFileOutcome::TooLarge { size_bytes, .. } = outcome {
+            if *size_bytes <= want.maximum_bytes {
+                return protocol(
+                    format!("files[{i}].size_bytes"),
+                    format!("more than maximum_bytes {}", want.maximum_bytes),
+                    size_bytes.to_string(),
+                );
+            }
         }
         if let ReadFileOutcome::Read { content_base64, .. } = outcome {
             let len = content_base64.len() as u64;

@@ -19,7 +19,9 @@ pub(crate) async fn run_rollback(
 ) -> Result<(), SandboxError> {
     let task = tokio::spawn(async move { rollback.rollback().await });
     match tokio::time::timeout(bound, task).await {
-        Ok(Ok(result)) => result,
+        Ok(Ok(result)) => {
+            result.map_err(|e| crate::checks::from_provider(&format!("{operation}_rollback"), e))
+        }
         Ok(Err(join)) => Err(SandboxError::failed(
             format!("{operation}_rollback"),
             FailureReason::ProviderError,

@@ -17,9 +17,11 @@ pub mod adapter;
 pub mod admission;
 mod checks;
 mod handoff;
+pub mod probe;
 pub mod process;
 pub mod runtime;
 pub mod select;
+pub mod staging;
 
 pub use adapter::{Adapter, RecordState};
 pub use process::{Process, ProcessHandle};

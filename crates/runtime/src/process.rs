@@ -10,6 +10,8 @@ use checkfu_sandbox_contract::{
 use futures_io::{AsyncRead, AsyncWrite};
 use tokio::sync::OnceCell;
 
+use crate::checks::from_provider;
+
 /// A process whose evidence the runtime accepted. `wait` settles once and
 /// can be read again; `destroy` is idempotent.
 pub struct Process {
@@ -65,7 +67,12 @@ impl ProcessHandle {
     /// Cancel safe: a dropped wait leaves the settlement to the next caller.
     pub async fn wait(&self) -> Result<ProcessExit, SandboxError> {
         self.exit
-            .get_or_init(|| async { self.control.wait().await })
+            .get_or_init(|| async {
+                self.control
+                    .wait()
+                    .await
+                    .map_err(|e| from_provider("open_process_wait", e))
+            })
             .await
             .clone()
     }
@@ -75,7 +82,10 @@ impl ProcessHandle {
     /// # Errors
     /// The provider's error.
     pub async fn signal(&self, signal: ControlSignal) -> Result<(), SandboxError> {
-        self.control.signal(signal).await
+        self.control
+            .signal(signal)
+            .await
+            .map_err(|e| from_provider("open_process_signal", e))
     }
 
     /// Idempotent teardown.
@@ -83,6 +93,9 @@ impl ProcessHandle {
     /// # Errors
     /// The provider's error.
     pub async fn destroy(&self) -> Result<(), SandboxError> {
-        self.control.destroy().await
+        self.control
+            .destroy()
+            .await
+            .map_err(|e| from_provider("open_process_destroy", e))
     }
 }

@@ -106,7 +106,9 @@ pub fn check_mount_plan(mounts: &[SandboxMount]) -> Result<(), SandboxError> {
 }
 
 /// Is the network policy admissible under this envelope (the runtime
-/// re-checks it on activate, execute, resume and openProcess)?
+/// re-checks it on activate, execute, resume and openProcess)? The policy
+/// must first have a valid shape: every allowlist destination a non-empty
+/// host without whitespace or control bytes and a port other than 0.
 ///
 /// # Errors
 /// `SandboxCapabilityUnavailable{requirement: network_policy}` naming the
@@ -116,6 +118,22 @@ pub fn check_network(
     policy: &NetworkPolicy,
     minimum: EgressCertification,
 ) -> Result<(), SandboxError> {
+    if let NetworkPolicy::Allowlist { destinations } = policy {
+        for (i, d) in destinations.iter().enumerate() {
+            let host_ok = !d.host.is_empty()
+                && d.host.len() <= 253
+                && !d.host.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control());
+            if !host_ok || d.port == 0 {
+                return Err(SandboxError::unavailable(
+                    Requirement::NetworkPolicy,
+                    format!(
+                        "requested allowlist is malformed: destinations[{i}]: expected a host name or IP literal and a port 1..=65535, actual {:?}:{}",
+                        d.host, d.port
+                    ),
+                ));
+            }
+        }
+    }
     let mode = policy.mode();
     if !envelope.network_modes.contains(&mode) {
         return Err(SandboxError::unavailable(

@@ -1,0 +1,220 @@
+//! Mount staging: the runtime resolves every mount file from a Git
+//! repository or a host folder, verifies it, and pushes it into the
+//! instance one file at a time through writeFile while the instance is
+//! provisioning (spec "Paths, mounts": mount staging is push, not pull).
+//! The provider never fetches anything and holds no credential.
+
+use std::path::{Path, PathBuf};
+
+use checkfu_sandbox_contract::{Digest, FailureReason, SandboxError, SandboxFailure};
+use sha2::{Digest as _, Sha256};
+
+use crate::admission::is_normalized;
+use crate::Adapter;
+
+/// One file pushed into the instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedFile {
+    /// The path in the sandbox.
+    pub path: String,
+    /// Its size in bytes.
+    pub size_bytes: u64,
+    /// SHA-256 of the bytes written.
+    pub sha256: Digest,
+}
+
+/// Progress of a staging run: `done` of `total` files written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageProgress {
+    /// Files written so far.
+    pub done: usize,
+    /// Files to write in all.
+    pub total: usize,
+}
+
+/// The SHA-256 digest of `bytes`.
+pub fn sha256_digest(bytes: &[u8]) -> Digest {
+    Digest::from_sha256_bytes(Sha256::digest(bytes).into())
+}
+
+fn stage_error(operation: &str, reason: FailureReason, message: impl Into<String>) -> SandboxFailure {
+    SandboxError::failed(operation, reason, message).into()
+}
+
+fn join_sandbox(mount_path: &str, rel: &str) -> String {
+    if rel.is_empty() {
+        mount_path.to_owned()
+    } else {
+        format!("{mount_path}/{rel}")
+    }
+}
+
+/// Reads every blob at `repo_path` (a file or a tree) of revision `rev` in
+/// the Git repository at `repo`, verifying each blob's object id against
+/// its content. Returns (relative path, bytes) pairs in tree order.
+///
+/// # Errors
+/// `SandboxOperationFailed{operation: stage_git}` with reason `not_found`
+/// for a missing repository, revision or path, `invalid_request` for a
+/// submodule or symlink in the tree, `provider_error` for a blob whose id
+/// does not match its bytes.
+pub fn read_git_blobs(repo: &Path, rev: &str, repo_path: &str) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure> {
+    const OP: &str = "stage_git";
+    let git = |e: git2::Error| stage_error(OP, FailureReason::NotFound, e.message().to_owned());
+    let repository = git2::Repository::open(repo).map_err(git)?;
+    let object = repository
+        .revparse_single(rev)
+        .map_err(|e| stage_error(OP, FailureReason::NotFound, format!("revision {rev:?}: {}", e.message())))?;
+    let tree = object.peel_to_tree().map_err(git)?;
+    let trimmed = repo_path.trim_matches('/');
+    let mut out = Vec::new();
+    let verify = |oid: git2::Oid, bytes: &[u8], path: &str| -> Result<(), SandboxFailure> {
+        let actual = git2::Oid::hash_object(git2::ObjectType::Blob, bytes).map_err(git)?;
+        if actual != oid {
+            return Err(stage_error(OP, FailureReason::ProviderError, format!("{path}: blob id {oid} but content hashes to {actual}")));
+        }
+        Ok(())
+    };
+    let entry_object = if trimmed.is_empty() {
+        tree.as_object().clone()
+    } else {
+        let entry = tree
+            .get_path(Path::new(trimmed))
+            .map_err(|_| stage_error(OP, FailureReason::NotFound, format!("path {trimmed:?} not in revision {rev:?}")))?;
+        entry.to_object(&repository).map_err(git)?
+    };
+    if let Some(blob) = entry_object.as_blob() {
+        verify(blob.id(), blob.content(), trimmed)?;
+        let name = Path::new(trimmed).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        out.push((name, blob.content().to_vec()));
+        return Ok(out);
+    }
+    let sub = entry_object.peel_to_tree().map_err(git)?;
+    let mut failure: Option<SandboxFailure> = None;
+    sub.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        let name = entry.name().unwrap_or_default();
+        let rel = format!("{dir}{name}");
+        match entry.kind() {
+            Some(git2::ObjectType::Tree) => git2::TreeWalkResult::Ok,
+            Some(git2::ObjectType::Blob) if entry.filemode() != 0o120000 => {
+                match repository.find_blob(entry.id()) {
+                    Ok(blob) => {
+                        if let Err(e) = verify(blob.id(), blob.content(), &rel) {
+                            failure = Some(e);
+                            return git2::TreeWalkResult::Abort;
+                        }
+                        out.push((rel, blob.content().to_vec()));
+                        git2::TreeWalkResult::Ok
+                    }
+                    Err(e) => {
+                        failure = Some(git(e));
+                        git2::TreeWalkResult::Abort
+                    }
+                }
+            }
+            _ => {
+                failure = Some(stage_error(OP, FailureReason::InvalidRequest, format!("{rel}: symlinks and submodules are not staged")));
+                git2::TreeWalkResult::Abort
+            }
+        }
+    })
+    .map_err(|e| failure.take().unwrap_or_else(|| git(e)))?;
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    Ok(out)
+}
+
+/// Stages `repo_path` at `rev` of the Git repository `repo` under
+/// `mount_path` of a provisioning instance, through writeFile.
+///
+/// # Errors
+/// As [`read_git_blobs`], plus every writeFile admission and provider error.
+pub async fn stage_git(
+    adapter: &Adapter,
+    instance_id: &str,
+    repo: &Path,
+    rev: &str,
+    repo_path: &str,
+    mount_path: &str,
+    progress: &(dyn Fn(StageProgress) + Send + Sync),
+) -> Result<Vec<StagedFile>, SandboxFailure> {
+    let (repo, rev, repo_path) = (repo.to_path_buf(), rev.to_owned(), repo_path.to_owned());
+    let blobs = tokio::task::spawn_blocking(move || read_git_blobs(&repo, &rev, &repo_path))
+        .await
+        .map_err(|e| stage_error("stage_git", FailureReason::ProviderError, e.to_string()))??;
+    push(adapter, instance_id, mount_path, blobs, progress).await
+}
+
+/// Reads every regular file under the host folder `dir` (sorted, relative
+/// paths). Symlinks and special files are refused, not skipped.
+///
+/// # Errors
+/// `SandboxOperationFailed{operation: stage_folder}` naming the path.
+pub fn read_folder(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure> {
+    const OP: &str = "stage_folder";
+    let io = |p: &Path, e: std::io::Error| stage_error(OP, FailureReason::NotFound, format!("{}: {e}", p.display()));
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let abs = dir.join(&rel);
+        let mut entries: Vec<_> = std::fs::read_dir(&abs).map_err(|e| io(&abs, e))?.collect::<Result<_, _>>().map_err(|e| io(&abs, e))?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let child_rel = rel.join(entry.file_name());
+            let kind = entry.file_type().map_err(|e| io(&entry.path(), e))?;
+            if kind.is_dir() {
+                stack.push(child_rel);
+            } else if kind.is_file() {
+                let bytes = std::fs::read(entry.path()).map_err(|e| io(&entry.path(), e))?;
+                let name = child_rel.to_str().ok_or_else(|| stage_error(OP, FailureReason::InvalidRequest, format!("{}: not UTF-8", child_rel.display())))?;
+                out.push((name.to_owned(), bytes));
+            } else {
+                return Err(stage_error(OP, FailureReason::NotRegularFile, format!("{}: only directories and regular files are staged", entry.path().display())));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Stages every regular file under host folder `dir` into `mount_path`.
+///
+/// # Errors
+/// As [`read_folder`], plus writeFile errors.
+pub async fn stage_folder(
+    adapter: &Adapter,
+    instance_id: &str,
+    dir: &Path,
+    mount_path: &str,
+    progress: &(dyn Fn(StageProgress) + Send + Sync),
+) -> Result<Vec<StagedFile>, SandboxFailure> {
+    let dir = dir.to_path_buf();
+    let files = tokio::task::spawn_blocking(move || read_folder(&dir))
+        .await
+        .map_err(|e| stage_error("stage_folder", FailureReason::ProviderError, e.to_string()))??;
+    push(adapter, instance_id, mount_path, files, progress).await
+}
+
+async fn push(
+    adapter: &Adapter,
+    instance_id: &str,
+    mount_path: &str,
+    files: Vec<(String, Vec<u8>)>,
+    progress: &(dyn Fn(StageProgress) + Send + Sync),
+) -> Result<Vec<StagedFile>, SandboxFailure> {
+    let total = files.len();
+    let mut staged = Vec::with_capacity(total);
+    for (done, (rel, bytes)) in files.into_iter().enumerate() {
+        let path = join_sandbox(mount_path, &rel);
+        if !is_normalized(&path) {
+            return Err(SandboxError::invalid_request("write_file", "path", "an absolute normalized path", path).into());
+        }
+        let sha256 = sha256_digest(&bytes);
+        let size_bytes = bytes.len() as u64;
+        adapter.write_file(instance_id, &path, bytes).await?;
+        staged.push(StagedFile { path, size_bytes, sha256 });
+        progress(StageProgress { done: done + 1, total });
+    }
+    Ok(staged)
+}
