@@ -7,7 +7,9 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 
-/// Checkfu sandbox-provider tools.
+/// Checkfu sandbox-provider tools: run the conformance suite against a
+/// provider, run a one-shot workload, inspect what a provider claims, sweep
+/// orphans, and write the machine-readable author kit.
 #[derive(Debug, Parser)]
 #[command(name = "checkfu", version, about, long_about = None)]
 struct Cli {
@@ -17,13 +19,17 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Top {
-    /// Sandbox-provider commands: conformance, runs, capabilities, cleanup, author kit.
+    /// Sandbox-provider commands: conformance, faults, author kit.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
 }
 
 #[derive(Debug, Subcommand)]
 enum SandboxCommand {
+    /// Run the nine conformance cases against a provider (default: the embedded memory oracle).
+    Test(cmd::test::TestArgs),
+    /// List the memory oracle's named faults: the rule each breaks and the case that catches it.
+    Faults(cmd::faults::FaultsArgs),
     /// Write or check the machine-readable author kit (JSON Schema and golden vectors).
     Schema(cmd::schema::SchemaArgs),
 }
@@ -31,6 +37,8 @@ enum SandboxCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Top::Sandbox(SandboxCommand::Test(args)) => cmd::test::run(args),
+        Top::Sandbox(SandboxCommand::Faults(args)) => cmd::faults::run(args),
         Top::Sandbox(SandboxCommand::Schema(args)) => cmd::schema::run(args),
     }
 }

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use checkfu_sandbox_contract::{
-    Bytes, Clock, Digest, ExitCause, NetworkPolicy, Resources, RetentionMode, SandboxCommand, SandboxCommandResult,
-    SandboxFailure, SandboxInstance, SandboxMount, SandboxProfile, SandboxProvisionRequest, SandboxSnapshot, Timestamp,
+    Bytes, Clock, Digest, ExitCause, NetworkPolicy, Resources, RetentionMode, SandboxCommand,
+    SandboxCommandResult, SandboxFailure, SandboxInstance, SandboxMount, SandboxProfile,
+    SandboxProvisionRequest, SandboxSnapshot, Timestamp,
 };
 use checkfu_sandbox_runtime::Adapter;
 use sha2::{Digest as _, Sha256};
@@ -57,7 +58,10 @@ static TOKEN_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// the process id, a counter and the wall clock.
 pub fn fresh_token(label: &str) -> String {
     let n = TOKEN_COUNTER.fetch_add(1, Ordering::SeqCst);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let digest = Sha256::digest(format!("{label}/{}/{n}/{nanos}", std::process::id()).as_bytes());
     digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
@@ -81,7 +85,11 @@ pub struct Ctx {
 
 impl Ctx {
     /// A context for `case_id`.
-    pub fn new(adapter: Adapter, target: Arc<dyn ConformanceTarget>, case_id: &'static str) -> Self {
+    pub fn new(
+        adapter: Adapter,
+        target: Arc<dyn ConformanceTarget>,
+        case_id: &'static str,
+    ) -> Self {
         let clock = target.clock();
         let started = clock.now();
         Ctx {
@@ -102,11 +110,17 @@ impl Ctx {
     }
 
     /// A profile for this case.
-    pub fn profile(&self, retention: RetentionMode, network_policy: NetworkPolicy) -> SandboxProfile {
+    pub fn profile(
+        &self,
+        retention: RetentionMode,
+        network_policy: NetworkPolicy,
+    ) -> SandboxProfile {
         SandboxProfile {
             profile_id: format!("conformance-{}", self.case_id),
             profile_version: 1,
-            profile_digest: Digest::from_sha256_bytes(Sha256::digest(self.case_id.as_bytes()).into()),
+            profile_digest: Digest::from_sha256_bytes(
+                Sha256::digest(self.case_id.as_bytes()).into(),
+            ),
             retention,
             network_policy,
             max_duration_seconds: 120,
@@ -154,14 +168,23 @@ impl Ctx {
     }
 
     /// Provisions and tracks.
-    pub async fn provision(&self, name: &str, request: SandboxProvisionRequest) -> Step<SandboxInstance> {
+    pub async fn provision(
+        &self,
+        name: &str,
+        request: SandboxProvisionRequest,
+    ) -> Step<SandboxInstance> {
         let instance = step(name, self.adapter.provision(request)).await?;
         self.track_instance(&instance.instance_id);
         Ok(instance)
     }
 
     /// Snapshots and tracks.
-    pub async fn snapshot(&self, name: &str, instance_id: &str, expires_at: Timestamp) -> Step<SandboxSnapshot> {
+    pub async fn snapshot(
+        &self,
+        name: &str,
+        instance_id: &str,
+        expires_at: Timestamp,
+    ) -> Step<SandboxSnapshot> {
         let snapshot = step(name, self.adapter.snapshot(instance_id, expires_at)).await?;
         self.track_snapshot(&snapshot.snapshot_id);
         Ok(snapshot)
@@ -169,18 +192,32 @@ impl Ctx {
 
     /// Starts a listener, tracked for stopping.
     pub async fn listener(&self, name: &str) -> Step<Listener> {
-        let l = self.target.start_listener().await.map_err(|m| fail(name, m))?;
+        let l = self
+            .target
+            .start_listener()
+            .await
+            .map_err(|m| fail(name, m))?;
         lock(&self.listeners).push(l.clone());
         Ok(l)
     }
 
     /// Executes a probe command and returns its settlement.
-    pub async fn run(&self, name: &str, instance_id: &str, command: SandboxCommand) -> Step<SandboxCommandResult> {
+    pub async fn run(
+        &self,
+        name: &str,
+        instance_id: &str,
+        command: SandboxCommand,
+    ) -> Step<SandboxCommandResult> {
         step(name, self.adapter.execute(instance_id, command)).await
     }
 
     /// Executes and requires exit code 0.
-    pub async fn run_ok(&self, name: &str, instance_id: &str, command: SandboxCommand) -> Step<SandboxCommandResult> {
+    pub async fn run_ok(
+        &self,
+        name: &str,
+        instance_id: &str,
+        command: SandboxCommand,
+    ) -> Step<SandboxCommandResult> {
         let r = self.run(name, instance_id, command).await?;
         ensure(r.exit == ExitCause::ExitCode(0), name, || {
             format!(

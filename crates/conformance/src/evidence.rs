@@ -125,7 +125,11 @@ impl Evidence {
     pub fn junit_xml(&self) -> String {
         let mut s = String::new();
         let total = self.cases.len();
-        let seconds: f64 = self.cases.iter().map(|c| c.duration_ms as f64 / 1000.0).sum();
+        let seconds: f64 = self
+            .cases
+            .iter()
+            .map(|c| c.duration_ms as f64 / 1000.0)
+            .sum();
         s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         s.push_str(&format!(
             "<testsuites name=\"checkfu-sandbox-conformance\" tests=\"{total}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{seconds:.3}\">\n",
@@ -162,11 +166,19 @@ impl Evidence {
                     ));
                 }
                 Outcome::Failed | Outcome::TimedOut => {
-                    let tag = if c.outcome == Outcome::Failed { "failure" } else { "error" };
+                    let tag = if c.outcome == Outcome::Failed {
+                        "failure"
+                    } else {
+                        "error"
+                    };
                     let (msg, body) = match &c.failure {
                         Some(f) => (
                             format!("{}: {}", f.step, f.message),
-                            f.errors.iter().map(|e| serde_json::to_string(e).unwrap_or_default()).collect::<Vec<_>>().join("\n"),
+                            f.errors
+                                .iter()
+                                .map(|e| serde_json::to_string(e).unwrap_or_default())
+                                .collect::<Vec<_>>()
+                                .join("\n"),
                         ),
                         None => (c.outcome.as_str().to_owned(), String::new()),
                     };
@@ -189,7 +201,13 @@ impl Evidence {
     pub fn table(&self) -> String {
         let mut s = format!("{:<20} {:<10} {:>9}  detail\n", "case", "outcome", "ms");
         for c in &self.cases {
-            s.push_str(&format!("{:<20} {:<10} {:>9}  {}\n", c.id, c.outcome.as_str(), c.duration_ms, detail(c)));
+            s.push_str(&format!(
+                "{:<20} {:<10} {:>9}  {}\n",
+                c.id,
+                c.outcome.as_str(),
+                c.duration_ms,
+                detail(c)
+            ));
         }
         s.push_str(&format!(
             "{} passed, {} failed, {} skipped\n",
@@ -228,7 +246,9 @@ fn xml(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push_str(&format!("&#x{:x};", c as u32)),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {
+                out.push_str(&format!("&#x{:x};", c as u32))
+            }
             c => out.push(c),
         }
     }

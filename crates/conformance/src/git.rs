@@ -22,7 +22,14 @@ pub fn commit_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<String, Strin
     index.write().map_err(err)?;
     let tree_id = index.write_tree().map_err(err)?;
     let tree = repo.find_tree(tree_id).map_err(err)?;
-    let sig = git2::Signature::new("checkfu conformance", "conformance@checkfu.invalid", &git2::Time::new(0, 0)).map_err(err)?;
-    let commit = repo.commit(Some("HEAD"), &sig, &sig, "conformance fixture", &tree, &[]).map_err(err)?;
+    let sig = git2::Signature::new(
+        "checkfu conformance",
+        "conformance@checkfu.invalid",
+        &git2::Time::new(0, 0),
+    )
+    .map_err(err)?;
+    let commit = repo
+        .commit(Some("HEAD"), &sig, &sig, "conformance fixture", &tree, &[])
+        .map_err(err)?;
     Ok(commit.to_string())
 }

@@ -13,9 +13,11 @@
 pub mod cases;
 pub mod context;
 pub mod evidence;
+pub mod faults;
 pub mod git;
 pub mod suite;
 pub mod target;
+pub mod targets;
 pub mod token;
 
 pub use evidence::{CaseFailure, CaseRecord, Evidence, Outcome, Summary, SUITE_REVISION};

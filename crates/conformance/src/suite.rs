@@ -102,7 +102,12 @@ pub async fn run_suite(
         .map_err(|f| SuiteError::InvalidEnvelope(f.to_string()))?;
     let declared: BTreeSet<Token> = target.declared_tokens();
     for token in &declared {
-        token.backed_by(&envelope).map_err(|needs| SuiteError::UnbackedToken { token: *token, needs })?;
+        token
+            .backed_by(&envelope)
+            .map_err(|needs| SuiteError::UnbackedToken {
+                token: *token,
+                needs,
+            })?;
     }
     let started_at = target.clock().now().to_string();
     let selected: Vec<&CaseInfo> = CASES
@@ -113,7 +118,11 @@ pub async fn run_suite(
     let mut records = Vec::with_capacity(total);
     let mut summary = Summary::default();
     for (i, case) in selected.into_iter().enumerate() {
-        progress(Progress::Started { index: i + 1, total, case });
+        progress(Progress::Started {
+            index: i + 1,
+            total,
+            case,
+        });
         let record = run_one(case, &declared, &adapter, &target, options.case_deadline).await;
         match record.outcome {
             Outcome::Passed => summary.passed += 1,
@@ -121,7 +130,11 @@ pub async fn run_suite(
             Outcome::Skipped => summary.skipped += 1,
             Outcome::TimedOut => summary.timed_out += 1,
         }
-        progress(Progress::Finished { index: i + 1, total, record: &record });
+        progress(Progress::Finished {
+            index: i + 1,
+            total,
+            record: &record,
+        });
         records.push(record);
     }
     Ok(Evidence {
@@ -168,7 +181,10 @@ async fn run_one(
         (Ok(Err(f)), _) => (Outcome::Failed, Some(f)),
         (Err(_), _) => (
             Outcome::TimedOut,
-            Some(fail("case deadline", format!("did not finish within {} s", deadline.as_secs()))),
+            Some(fail(
+                "case deadline",
+                format!("did not finish within {} s", deadline.as_secs()),
+            )),
         ),
     };
     CaseRecord {

@@ -8,7 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A capability token a case requires and a target declares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Token {
     /// Mounts stage, reads are physically contained.
@@ -78,9 +80,14 @@ impl Token {
                 envelope.network_modes.contains(&NetworkMode::Allowlist),
                 "network_modes containing allowlist",
             ),
-            Token::NetworkNone => need(envelope.network_modes.contains(&NetworkMode::None), "network_modes containing none"),
+            Token::NetworkNone => need(
+                envelope.network_modes.contains(&NetworkMode::None),
+                "network_modes containing none",
+            ),
             Token::Zdr => need(
-                envelope.retention_modes.contains(&RetentionMode::EphemeralZdr),
+                envelope
+                    .retention_modes
+                    .contains(&RetentionMode::EphemeralZdr),
                 "retention_modes containing ephemeral_zdr",
             ),
             Token::Cleanup => need(true, ""),
@@ -161,5 +168,9 @@ pub fn case(id: &str) -> Option<&'static CaseInfo> {
 
 /// The tokens of `requires` missing from `declared`.
 pub fn missing(requires: &[Token], declared: &BTreeSet<Token>) -> Vec<Token> {
-    requires.iter().filter(|t| !declared.contains(t)).copied().collect()
+    requires
+        .iter()
+        .filter(|t| !declared.contains(t))
+        .copied()
+        .collect()
 }

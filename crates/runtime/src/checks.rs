@@ -19,7 +19,13 @@ type Res<T> = Result<T, SandboxFailure>;
 /// Applied to every error a provider hands back: results, rollbacks and
 /// process control alike.
 pub(crate) fn from_provider(operation: &str, e: SandboxError) -> SandboxError {
-    if e.is_runtime_only() {
+    // A decode failure from a wire transport in front of the provider
+    // (operation `decode_*`) is the runtime side's own verdict: keep it.
+    let transport_decode = matches!(
+        &e,
+        SandboxError::SandboxProtocolInvalid { operation, .. } if operation.starts_with("decode_")
+    );
+    if e.is_runtime_only() && !transport_decode {
         SandboxError::protocol(
             operation,
             "_tag",

@@ -1,0 +1,3 @@
+//! Conformance targets for the first-party providers.
+
+pub mod memory;
