@@ -16,6 +16,7 @@
 pub mod adapter;
 pub mod admission;
 mod checks;
+pub mod drivers;
 mod handoff;
 pub mod probe;
 pub mod process;
