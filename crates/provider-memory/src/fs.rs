@@ -1,0 +1,507 @@
+//! The oracle's in-memory filesystem: one per instance, deep-copied into
+//! snapshots and clones.
+//!
+//! Nodes are keyed by their physical absolute path (no symlink in any
+//! ancestor of a key). Resolution walks the tree one component at a time
+//! and substitutes symlink text as it meets links, the way the kernel does;
+//! contained resolution ([`Fs::read_contained`]) additionally starts at the
+//! allowed root and refuses any step that would leave it, which is the
+//! in-memory analogue of `openat2(RESOLVE_BENEATH)`.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// The most symlinks one resolution follows before it is a loop (Linux's
+/// `MAXSYMLINKS`).
+pub const MAX_LINK_HOPS: usize = 40;
+
+/// A special (non-regular, non-directory) file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SpecialKind {
+    /// `/dev/null`: reads are empty, writes vanish.
+    NullDevice,
+    /// `/dev/zero`: reads are endless zero bytes.
+    ZeroDevice,
+    /// Any other character or block device.
+    Device,
+    /// A Unix socket.
+    Socket,
+    /// A named pipe: a read blocks until a writer appears (never, here).
+    Fifo,
+    /// A Git submodule (gitlink) marker.
+    Submodule,
+    /// Anything else.
+    Other,
+}
+
+/// A node of the in-memory tree.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FsNode {
+    /// A directory; its children are the keys below it.
+    Directory,
+    /// A regular file and its bytes.
+    File(Vec<u8>),
+    /// A symbolic link and its target text (relative or absolute).
+    Symlink(String),
+    /// A special file.
+    Special(SpecialKind),
+}
+
+/// Why a walk stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WalkError {
+    /// A component does not exist.
+    NotFound,
+    /// A non-final component is not a directory.
+    NotDirectory,
+    /// More than [`MAX_LINK_HOPS`] links.
+    Loop,
+    /// A contained walk would leave its root.
+    Escape,
+}
+
+/// Why a contained read refused (maps to the closed reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadRefusal {
+    /// `outside_root`.
+    OutsideRoot,
+    /// `not_found`.
+    NotFound,
+    /// `not_regular_file`.
+    NotRegular,
+}
+
+/// Splits an absolute or relative path into its non-empty components.
+pub(crate) fn split(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Joins components into an absolute path (`/` for none).
+pub(crate) fn join(components: &[String]) -> String {
+    if components.is_empty() {
+        "/".to_string()
+    } else {
+        let mut s = String::new();
+        for c in components {
+            s.push('/');
+            s.push_str(c);
+        }
+        s
+    }
+}
+
+/// True when `path` is `root` or below it, comparing whole components.
+pub(crate) fn is_within(path: &str, root: &str) -> bool {
+    let p = split(path);
+    let r = split(root);
+    p.len() >= r.len() && p[..r.len()] == r[..]
+}
+
+/// The parent of an absolute path (`/` for `/`).
+pub(crate) fn parent(path: &str) -> String {
+    let mut c = split(path);
+    c.pop();
+    join(&c)
+}
+
+/// The last component of a path (empty for `/`).
+pub(crate) fn basename(path: &str) -> String {
+    split(path).pop().unwrap_or_default()
+}
+
+/// One instance's tree.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Fs {
+    nodes: BTreeMap<String, FsNode>,
+}
+
+impl Fs {
+    /// A tree holding only `/`.
+    pub(crate) fn new() -> Self {
+        let mut nodes = BTreeMap::new();
+        nodes.insert("/".to_string(), FsNode::Directory);
+        Fs { nodes }
+    }
+
+    /// The node at a physical path.
+    pub(crate) fn get(&self, path: &str) -> Option<&FsNode> {
+        self.nodes.get(&join(&split(path)))
+    }
+
+    /// Inserts a node at a physical path (the parent must already exist).
+    pub(crate) fn insert(&mut self, path: &str, node: FsNode) {
+        self.nodes.insert(join(&split(path)), node);
+    }
+
+    /// Creates every missing directory of a physical path, replacing
+    /// nothing that exists (provider-internal, textual).
+    pub(crate) fn mkdir_all(&mut self, path: &str) {
+        let comps = split(path);
+        for i in 1..=comps.len() {
+            self.nodes
+                .entry(join(&comps[..i]))
+                .or_insert(FsNode::Directory);
+        }
+    }
+
+    /// Removes a node and everything below it.
+    pub(crate) fn remove_tree(&mut self, path: &str) {
+        let key = join(&split(path));
+        let below: Vec<String> = self.subtree_keys(&key).cloned().collect();
+        for k in below {
+            self.nodes.remove(&k);
+        }
+        if key != "/" {
+            self.nodes.remove(&key);
+        }
+    }
+
+    /// Keys strictly below a directory, in path order.
+    fn subtree_keys<'a>(&'a self, dir: &str) -> impl Iterator<Item = &'a String> + 'a {
+        let prefix = if dir == "/" {
+            "/".to_string()
+        } else {
+            format!("{dir}/")
+        };
+        let dir_key = dir.to_string();
+        self.nodes
+            .range(prefix.clone()..)
+            .map(|(k, _)| k)
+            .take_while(move |k| k.starts_with(&prefix))
+            .filter(move |k| **k != dir_key)
+    }
+
+    /// Every node strictly below a physical directory, in path order.
+    pub(crate) fn subtree<'a>(&'a self, dir: &str) -> Vec<(&'a String, &'a FsNode)> {
+        let key = join(&split(dir));
+        self.subtree_keys(&key)
+            .filter_map(|k| self.nodes.get(k).map(|n| (k, n)))
+            .collect()
+    }
+
+    /// The names of a physical directory's children, sorted.
+    pub(crate) fn children(&self, dir: &str) -> Vec<String> {
+        let key = join(&split(dir));
+        let depth = split(&key).len();
+        self.subtree_keys(&key)
+            .filter(|k| split(k).len() == depth + 1)
+            .map(|k| basename(k))
+            .collect()
+    }
+
+    /// Walks `rel` from the physical directory `start`.
+    ///
+    /// Symlinks are followed in every non-final component, and in the final
+    /// one when `follow_final`. With `floor: Some(depth)` the walk is
+    /// contained: `..` above `depth` components and any absolute link are
+    /// [`WalkError::Escape`]. Without a floor, `..` at `/` stays at `/` and an
+    /// absolute link restarts at `/`.
+    ///
+    /// Returns the physical components of the final location and its node,
+    /// `None` when only the final component is missing.
+    pub(crate) fn walk(
+        &self,
+        start: Vec<String>,
+        rel: Vec<String>,
+        follow_final: bool,
+        floor: Option<usize>,
+    ) -> Result<(Vec<String>, Option<&FsNode>), WalkError> {
+        let mut cur = start;
+        let mut rest: VecDeque<String> = rel.into();
+        let mut hops = 0usize;
+        while let Some(c) = rest.pop_front() {
+            if c == "." {
+                continue;
+            }
+            if c == ".." {
+                if let Some(depth) = floor {
+                    if cur.len() <= depth {
+                        return Err(WalkError::Escape);
+                    }
+                }
+                cur.pop();
+                continue;
+            }
+            let is_last = rest.is_empty();
+            let mut child = cur.clone();
+            child.push(c);
+            match self.nodes.get(&join(&child)) {
+                None if is_last => return Ok((child, None)),
+                None => return Err(WalkError::NotFound),
+                Some(FsNode::Directory) => cur = child,
+                Some(FsNode::Symlink(target)) if !is_last || follow_final => {
+                    hops += 1;
+                    if hops > MAX_LINK_HOPS {
+                        return Err(WalkError::Loop);
+                    }
+                    if target.is_empty() {
+                        return Err(WalkError::NotFound);
+                    }
+                    if target.starts_with('/') {
+                        if floor.is_some() {
+                            return Err(WalkError::Escape);
+                        }
+                        cur.clear();
+                    }
+                    for t in split(target).into_iter().rev() {
+                        rest.push_front(t);
+                    }
+                }
+                Some(node) if is_last => return Ok((child, Some(node))),
+                Some(_) => return Err(WalkError::NotDirectory),
+            }
+        }
+        let node = self.nodes.get(&join(&cur));
+        Ok((cur, node))
+    }
+
+    /// Workload resolution: `path` (absolute, or relative to `cwd`) from `/`,
+    /// uncontained.
+    pub(crate) fn resolve(
+        &self,
+        cwd: &str,
+        path: &str,
+        follow_final: bool,
+    ) -> Result<(String, Option<&FsNode>), WalkError> {
+        let full = if path.starts_with('/') {
+            path.to_string()
+        } else {
+            format!("{cwd}/{path}")
+        };
+        let (comps, node) = self.walk(Vec::new(), split(&full), follow_final, None)?;
+        Ok((join(&comps), node))
+    }
+
+    /// Checks that `root` is a real directory reached through directories
+    /// only (no symlink anywhere on it). Returns its components.
+    pub(crate) fn physical_root(&self, root: &str) -> Result<Vec<String>, ReadRefusal> {
+        let comps = split(root);
+        for i in 0..=comps.len() {
+            match self.nodes.get(&join(&comps[..i])) {
+                Some(FsNode::Directory) => {}
+                Some(FsNode::Symlink(_)) => return Err(ReadRefusal::OutsideRoot),
+                Some(_) | None => return Err(ReadRefusal::NotFound),
+            }
+        }
+        Ok(comps)
+    }
+
+    /// Resolves `path` contained under `root` and returns the regular file's
+    /// bytes.
+    ///
+    /// The path must be `root` or below it as text; resolution then starts
+    /// at the physical root and refuses, as `outside_root`, any absolute
+    /// link, any `..` that would climb above the root (directly or through a
+    /// link), and link loops. A link that stays inside the root is followed.
+    /// A dangling link inside the root is `not_found` (what `openat2` reports
+    /// as `ENOENT`); one pointing outside is `outside_root`, because
+    /// containment is decided before existence. A non-directory in the
+    /// middle of the path is `not_found`.
+    ///
+    /// With `textual` (the [`crate::Fault::TextualContainment`] fault) only the
+    /// text is compared and resolution runs from `/`, following links out.
+    pub(crate) fn read_contained(
+        &self,
+        root: &str,
+        path: &str,
+        textual: bool,
+    ) -> Result<&Vec<u8>, ReadRefusal> {
+        if !is_within(path, root) {
+            return Err(ReadRefusal::OutsideRoot);
+        }
+        let walked = if textual {
+            self.walk(Vec::new(), split(path), true, None)
+        } else {
+            let root_comps = self.physical_root(root)?;
+            let depth = root_comps.len();
+            let rel = split(path)[depth..].to_vec();
+            self.walk(root_comps, rel, true, Some(depth))
+        };
+        match walked {
+            Ok((_, Some(FsNode::File(bytes)))) => Ok(bytes),
+            Ok((_, Some(_))) => Err(ReadRefusal::NotRegular),
+            Ok((_, None)) => Err(ReadRefusal::NotFound),
+            Err(WalkError::NotFound) | Err(WalkError::NotDirectory) => Err(ReadRefusal::NotFound),
+            Err(WalkError::Escape) | Err(WalkError::Loop) => Err(ReadRefusal::OutsideRoot),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tree with a root `/data` holding files, a secret outside it, and
+    /// planted links of every escape shape.
+    fn tree() -> Fs {
+        let mut fs = Fs::new();
+        fs.mkdir_all("/data/sub/deeper");
+        fs.mkdir_all("/secret");
+        fs.mkdir_all("/data2");
+        fs.insert("/secret/key", FsNode::File(b"outside".to_vec()));
+        fs.insert("/data2/file", FsNode::File(b"sibling".to_vec()));
+        fs.insert("/data/a.txt", FsNode::File(b"inside".to_vec()));
+        fs.insert("/data/sub/b.txt", FsNode::File(b"nested".to_vec()));
+        let links: &[(&str, &str)] = &[
+            ("/data/abs", "/secret/key"),
+            ("/data/abs_inside", "/data/a.txt"),
+            ("/data/rel_out", "../secret/key"),
+            ("/data/sub/rel_deep_out", "../../secret/key"),
+            ("/data/dotdot_dir", ".."),
+            ("/data/sub/up", ".."),
+            ("/data/sibling", "../data2/file"),
+            ("/data/dangling_in", "missing.txt"),
+            ("/data/dangling_out", "../nowhere"),
+            ("/data/dangling_abs", "/nowhere"),
+            ("/data/loop_a", "loop_b"),
+            ("/data/loop_b", "loop_a"),
+            ("/data/self", "self"),
+            ("/data/ok_rel", "sub/b.txt"),
+            ("/data/ok_up_down", "sub/../a.txt"),
+            ("/data/chain1", "chain2"),
+            ("/data/chain2", "sub/up/a.txt"),
+            ("/data/root_link", "/"),
+            ("/data/sub/deeper/up2", "../../../secret"),
+            ("/data/dir_link", "sub"),
+        ];
+        for (at, target) in links {
+            fs.insert(at, FsNode::Symlink(target.to_string()));
+        }
+        fs.insert("/data/fifo", FsNode::Special(SpecialKind::Fifo));
+        fs.insert("/data/dev", FsNode::Special(SpecialKind::Device));
+        fs
+    }
+
+    #[test]
+    fn escape_shapes_are_outside_root() {
+        let fs = tree();
+        let escapes = [
+            "/data/abs",                       // absolute symlink out
+            "/data/abs_inside",                // absolute symlink, even inside
+            "/data/rel_out",                   // relative link leaving the root
+            "/data/sub/rel_deep_out",          // deeper relative escape
+            "/data/dotdot_dir/secret/key",     // `..` through a link
+            "/data/sub/up/../secret/key",      // `..` after a link to the root
+            "/data/sibling",                   // sibling dir with a shared prefix
+            "/data/dangling_out",              // dangling link outside
+            "/data/dangling_abs",              // dangling absolute link
+            "/data/loop_a",                    // two-link loop
+            "/data/self",                      // self loop
+            "/data/root_link/secret/key",      // link to `/`
+            "/data/sub/deeper/up2/key",        // link climbing three levels
+            "/data2/file",                     // text outside the root
+            "/secret/key",                     // text outside the root
+            "/data/dir_link/../../secret/key", // `..` after a directory link
+        ];
+        for p in escapes {
+            assert_eq!(
+                fs.read_contained("/data", p, false),
+                Err(ReadRefusal::OutsideRoot),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn links_inside_the_root_are_followed() {
+        let fs = tree();
+        for (p, want) in [
+            ("/data/a.txt", &b"inside"[..]),
+            ("/data/ok_rel", b"nested"),
+            ("/data/ok_up_down", b"inside"),
+            ("/data/chain1", b"inside"),
+            ("/data/dir_link/b.txt", b"nested"),
+            ("/data/sub/up/a.txt", b"inside"),
+        ] {
+            assert_eq!(
+                fs.read_contained("/data", p, false).map(|b| b.as_slice()),
+                Ok(want),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_and_special_reasons() {
+        let fs = tree();
+        let cases = [
+            ("/data/nope", ReadRefusal::NotFound),
+            ("/data/dangling_in", ReadRefusal::NotFound),
+            ("/data/a.txt/x", ReadRefusal::NotFound),
+            ("/data/sub", ReadRefusal::NotRegular),
+            ("/data/fifo", ReadRefusal::NotRegular),
+            ("/data/dev", ReadRefusal::NotRegular),
+            ("/data", ReadRefusal::NotRegular),
+        ];
+        for (p, want) in cases {
+            assert_eq!(fs.read_contained("/data", p, false), Err(want), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_root_reached_through_a_link_is_refused() {
+        let mut fs = tree();
+        fs.insert("/alias", FsNode::Symlink("/data".into()));
+        assert_eq!(
+            fs.read_contained("/alias", "/alias/a.txt", false),
+            Err(ReadRefusal::OutsideRoot)
+        );
+        assert_eq!(
+            fs.read_contained("/gone", "/gone/a.txt", false),
+            Err(ReadRefusal::NotFound)
+        );
+    }
+
+    #[test]
+    fn textual_containment_follows_links_out() {
+        let fs = tree();
+        assert_eq!(
+            fs.read_contained("/data", "/data/abs", true)
+                .map(|b| b.as_slice()),
+            Ok(&b"outside"[..])
+        );
+        assert_eq!(
+            fs.read_contained("/data", "/data/rel_out", true)
+                .map(|b| b.as_slice()),
+            Ok(&b"outside"[..])
+        );
+        // Text outside the root is still refused by the textual check.
+        assert_eq!(
+            fs.read_contained("/data", "/secret/key", true),
+            Err(ReadRefusal::OutsideRoot)
+        );
+    }
+
+    #[test]
+    fn workload_resolution_follows_everything() {
+        let fs = tree();
+        let (p, n) = fs.resolve("/", "/data/abs", true).unwrap();
+        assert_eq!(p, "/secret/key");
+        assert_eq!(n, Some(&FsNode::File(b"outside".to_vec())));
+        let (p, _) = fs.resolve("/data/sub", "../rel_out", true).unwrap();
+        assert_eq!(p, "/secret/key");
+        let (p, n) = fs.resolve("/", "/data/abs", false).unwrap();
+        assert_eq!(p, "/data/abs");
+        assert!(matches!(n, Some(FsNode::Symlink(_))));
+        assert_eq!(fs.resolve("/", "/data/loop_a", true), Err(WalkError::Loop));
+        assert_eq!(
+            fs.resolve("/", "/../../data/a.txt", true).unwrap().0,
+            "/data/a.txt"
+        );
+    }
+
+    #[test]
+    fn children_and_subtree() {
+        let mut fs = Fs::new();
+        fs.mkdir_all("/a/b");
+        fs.insert("/a/x", FsNode::File(vec![]));
+        fs.mkdir_all("/a-c");
+        assert_eq!(fs.children("/a"), vec!["b".to_string(), "x".to_string()]);
+        assert_eq!(fs.subtree("/a").len(), 2);
+        fs.remove_tree("/a");
+        assert!(fs.get("/a/b").is_none() && fs.get("/a").is_none());
+        assert!(fs.get("/a-c").is_some());
+    }
+}

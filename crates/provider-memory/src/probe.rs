@@ -1,0 +1,900 @@
+//! The probe vocabulary (DESIGN D15) interpreted on an instance's tree.
+//!
+//! Commands are argv (no shell unless the argv is `sh -c SCRIPT`), with
+//! POSIX-like exit codes and busybox-like messages on stderr. The
+//! interpreter runs synchronously on the instance's tree; time is virtual:
+//! `sleep` adds to [`Exec::elapsed_millis`] and the provider moves its clock
+//! afterwards.
+
+use std::collections::BTreeMap;
+
+use checkfu_sandbox_contract::{
+    bounds::OUTPUT_PATH, MountAccess, NetworkPolicy, OutputStream, SandboxMount,
+};
+use sha2::{Digest as _, Sha256};
+
+use crate::fs::{basename, is_within, split, Fs, FsNode, SpecialKind, WalkError};
+
+/// The environment every command starts from; the request's environment
+/// overrides it.
+pub(crate) fn base_environment() -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    env.insert(
+        "PATH".to_string(),
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+    );
+    env.insert("HOME".to_string(), "/home/checkfu".to_string());
+    env
+}
+
+/// Why a command ended early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Abort {
+    /// A stream passed its limit; the command was ended.
+    Overflow(OutputStream),
+    /// The command ran past `timeout_seconds`.
+    TimedOut,
+}
+
+/// A bounded output stream: keeps at most `limit + 1` bytes, then aborts.
+#[derive(Debug)]
+pub(crate) struct Sink {
+    pub(crate) buf: Vec<u8>,
+    limit: u64,
+    stream: OutputStream,
+}
+
+impl Sink {
+    pub(crate) fn new(limit: u64, stream: OutputStream) -> Self {
+        Sink {
+            buf: Vec::new(),
+            limit,
+            stream,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), Abort> {
+        let room = self.limit.saturating_sub(self.buf.len() as u64);
+        if (bytes.len() as u64) <= room {
+            self.buf.extend_from_slice(bytes);
+            Ok(())
+        } else {
+            // Keep exactly one byte past the limit: the evidence of overflow.
+            let take = usize::try_from(room.saturating_add(1)).unwrap_or(usize::MAX);
+            self.buf.extend_from_slice(&bytes[..take.min(bytes.len())]);
+            Err(Abort::Overflow(self.stream))
+        }
+    }
+}
+
+/// What `nc` may reach from one instance.
+#[derive(Debug)]
+pub(crate) struct NetView<'a> {
+    /// The profile's policy.
+    pub(crate) policy: &'a NetworkPolicy,
+    /// Listeners inside this instance, by port (loopback only).
+    pub(crate) loopback: &'a BTreeMap<u16, Vec<u8>>,
+    /// External listeners by (host, port).
+    pub(crate) external: &'a BTreeMap<(String, u16), Vec<u8>>,
+    /// Fault: mode `none` reaches external listeners.
+    pub(crate) none_leaks: bool,
+    /// Fault: allowlist destinations are ignored.
+    pub(crate) allowlist_ignored: bool,
+}
+
+/// One command's execution context on an instance.
+pub(crate) struct Exec<'a> {
+    pub(crate) fs: &'a mut Fs,
+    pub(crate) mounts: &'a [SandboxMount],
+    /// True when read-only mounts are sealed (active and not faulted).
+    pub(crate) sealed: bool,
+    pub(crate) cwd: String,
+    pub(crate) env: BTreeMap<String, String>,
+    /// Standard input, consumed by the first reader.
+    pub(crate) stdin: Option<Vec<u8>>,
+    pub(crate) stdout: Sink,
+    pub(crate) stderr: Sink,
+    /// Virtual time spent, in milliseconds.
+    pub(crate) elapsed_millis: u64,
+    /// The command's bound, in milliseconds.
+    pub(crate) timeout_millis: u64,
+    pub(crate) net: NetView<'a>,
+}
+
+/// What a workload read found.
+enum Readable {
+    Bytes(Vec<u8>),
+    Zero,
+    Blocks,
+}
+
+fn walk_message(e: WalkError) -> &'static str {
+    match e {
+        WalkError::NotFound => "No such file or directory",
+        WalkError::NotDirectory => "Not a directory",
+        WalkError::Loop => "Symbolic link loop",
+        WalkError::Escape => "Permission denied",
+    }
+}
+
+/// Splits a `sh -c` script into statements of words, honouring single and
+/// double quotes and `;`. Returns `None` for syntax the oracle does not
+/// interpret (pipes, redirections, substitutions, `&`).
+fn parse_script(script: &str) -> Option<Vec<Vec<String>>> {
+    let mut statements = vec![];
+    let mut words: Vec<String> = vec![];
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = script.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        x => word.push(x),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '$' | '`' => return None,
+                        '\\' => word.push(chars.next()?),
+                        x => word.push(x),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                word.push(chars.next()?);
+            }
+            ' ' | '\t' | '\n' | ';' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+                if c == ';' || c == '\n' {
+                    statements.push(std::mem::take(&mut words));
+                }
+            }
+            '|' | '&' | '>' | '<' | '`' | '$' | '(' | ')' | '*' | '?' => return None,
+            x => {
+                in_word = true;
+                word.push(x);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    statements.push(words);
+    Some(statements.into_iter().filter(|s| !s.is_empty()).collect())
+}
+
+impl Exec<'_> {
+    fn out(&mut self, bytes: &[u8]) -> Result<(), Abort> {
+        self.stdout.write(bytes)
+    }
+
+    fn err(&mut self, line: String) -> Result<(), Abort> {
+        self.stderr.write(line.as_bytes())?;
+        self.stderr.write(b"\n")
+    }
+
+    /// Blocks forever: the command runs until its timeout.
+    fn block(&mut self) -> Abort {
+        self.elapsed_millis = self.elapsed_millis.max(self.timeout_millis);
+        Abort::TimedOut
+    }
+
+    fn read(&self, path: &str) -> Result<Readable, &'static str> {
+        let (_, node) = self
+            .fs
+            .resolve(&self.cwd, path, true)
+            .map_err(walk_message)?;
+        match node {
+            None => Err("No such file or directory"),
+            Some(FsNode::File(b)) => Ok(Readable::Bytes(b.clone())),
+            Some(FsNode::Directory) | Some(FsNode::Special(SpecialKind::Submodule)) => {
+                Err("Is a directory")
+            }
+            Some(FsNode::Special(SpecialKind::NullDevice)) => Ok(Readable::Bytes(vec![])),
+            Some(FsNode::Special(SpecialKind::ZeroDevice)) => Ok(Readable::Zero),
+            Some(FsNode::Special(SpecialKind::Fifo)) => Ok(Readable::Blocks),
+            Some(FsNode::Special(SpecialKind::Socket)) => Err("No such device or address"),
+            Some(FsNode::Special(SpecialKind::Device)) => Ok(Readable::Bytes(vec![])),
+            Some(FsNode::Special(SpecialKind::Other)) | Some(FsNode::Symlink(_)) => {
+                Err("Permission denied")
+            }
+        }
+    }
+
+    /// The deepest mount owning a physical path (the output tree counts as a
+    /// read-write mount).
+    fn owning_access(&self, physical: &str) -> Option<MountAccess> {
+        let mut best: Option<(usize, MountAccess)> = None;
+        let output = SandboxMount {
+            path: OUTPUT_PATH.to_string(),
+            access: MountAccess::ReadWrite,
+        };
+        for m in self.mounts.iter().chain(std::iter::once(&output)) {
+            if is_within(physical, &m.path) {
+                let depth = split(&m.path).len();
+                if best.is_none_or(|(d, _)| depth > d) {
+                    best = Some((depth, m.access));
+                }
+            }
+        }
+        best.map(|(_, a)| a)
+    }
+
+    fn writable(&self, physical: &str) -> Result<(), &'static str> {
+        if self.sealed && self.owning_access(physical) == Some(MountAccess::ReadOnly) {
+            Err("Read-only file system")
+        } else {
+            Ok(())
+        }
+    }
+
+    /// True when removing `physical` would remove a mount point, the output
+    /// tree or the control root.
+    fn busy(&self, physical: &str) -> bool {
+        let pinned = self
+            .mounts
+            .iter()
+            .map(|m| m.path.as_str())
+            .chain([OUTPUT_PATH, checkfu_sandbox_contract::bounds::CONTROL_ROOT]);
+        physical == "/" || pinned.into_iter().any(|p| is_within(p, physical))
+    }
+
+    /// Writes a regular file at `path`, following a final link.
+    fn write_file(&mut self, path: &str, bytes: Vec<u8>) -> Result<(), &'static str> {
+        let (physical, node) = self
+            .fs
+            .resolve(&self.cwd, path, true)
+            .map_err(walk_message)?;
+        match node {
+            Some(FsNode::Directory) | Some(FsNode::Special(SpecialKind::Submodule)) => {
+                return Err("Is a directory")
+            }
+            Some(FsNode::Special(SpecialKind::NullDevice)) => return Ok(()),
+            Some(FsNode::Special(_)) => return Err("Permission denied"),
+            _ => {}
+        }
+        self.writable(&physical)?;
+        self.fs.insert(&physical, FsNode::File(bytes));
+        Ok(())
+    }
+
+    /// Runs one argv and returns its exit status.
+    pub(crate) fn run(&mut self, argv: &[String]) -> Result<u8, Abort> {
+        let Some(first) = argv.first() else {
+            return Ok(0);
+        };
+        let name = if first.contains('/') {
+            basename(first)
+        } else {
+            first.clone()
+        };
+        let args = &argv[1..];
+        if name == "busybox" {
+            return self.run(args);
+        }
+        match name.as_str() {
+            "true" => Ok(0),
+            "false" => Ok(1),
+            "cat" => self.cat(args),
+            "cp" => self.cp(args),
+            "touch" => self.touch(args),
+            "ls" => self.ls(args),
+            "head" => self.head(args),
+            "sha256sum" => self.sha256sum(args),
+            "env" => self.env(args),
+            "sleep" => self.sleep(args),
+            "sh" => self.sh(args),
+            "nc" => self.nc(args),
+            "ln" => self.ln(args),
+            "mkdir" => self.mkdir(args),
+            "rm" => self.rm(args),
+            "mkfifo" => self.mkfifo(args),
+            "echo" => self.echo(args),
+            "tee" => self.tee(args),
+            "pwd" => {
+                let cwd = format!("{}\n", self.cwd);
+                self.out(cwd.as_bytes())?;
+                Ok(0)
+            }
+            _ => {
+                self.err(format!("sh: {first}: not found"))?;
+                Ok(127)
+            }
+        }
+    }
+
+    fn operands(args: &[String]) -> (Vec<char>, Vec<String>) {
+        let mut flags = vec![];
+        let mut ops = vec![];
+        let mut done = false;
+        for a in args {
+            if !done && a == "--" {
+                done = true;
+            } else if !done && a.len() > 1 && a.starts_with('-') {
+                flags.extend(a[1..].chars());
+            } else {
+                ops.push(a.clone());
+            }
+        }
+        (flags, ops)
+    }
+
+    fn cat(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (_, mut files) = Self::operands(args);
+        if files.is_empty() {
+            files.push("-".into());
+        }
+        let mut code = 0;
+        for f in files {
+            if f == "-" {
+                let s = self.stdin.take().unwrap_or_default();
+                self.out(&s)?;
+                continue;
+            }
+            match self.read(&f) {
+                Ok(Readable::Bytes(b)) => self.out(&b)?,
+                Ok(Readable::Zero) => loop {
+                    self.out(&[0u8; 65_536])?;
+                },
+                Ok(Readable::Blocks) => return Err(self.block()),
+                Err(msg) => {
+                    self.err(format!("cat: {f}: {msg}"))?;
+                    code = 1;
+                }
+            }
+        }
+        Ok(code)
+    }
+
+    fn cp(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (_, ops) = Self::operands(args);
+        if ops.len() < 2 {
+            self.err("cp: missing file operand".into())?;
+            return Ok(1);
+        }
+        let (sources, dest) = ops.split_at(ops.len() - 1);
+        let dest = &dest[0];
+        let dest_is_dir = matches!(
+            self.fs.resolve(&self.cwd, dest, true),
+            Ok((_, Some(FsNode::Directory)))
+        );
+        if sources.len() > 1 && !dest_is_dir {
+            self.err(format!("cp: {dest}: Not a directory"))?;
+            return Ok(1);
+        }
+        let mut code = 0;
+        for src in sources {
+            let bytes = match self.read(src) {
+                Ok(Readable::Bytes(b)) => b,
+                Ok(Readable::Zero) => {
+                    self.err(format!("cp: {src}: not a regular file"))?;
+                    code = 1;
+                    continue;
+                }
+                Ok(Readable::Blocks) => return Err(self.block()),
+                Err(msg) => {
+                    self.err(format!("cp: can't stat '{src}': {msg}"))?;
+                    code = 1;
+                    continue;
+                }
+            };
+            let target = if dest_is_dir {
+                format!("{dest}/{}", basename(src))
+            } else {
+                dest.clone()
+            };
+            if let Err(msg) = self.write_file(&target, bytes) {
+                self.err(format!("cp: can't create '{target}': {msg}"))?;
+                code = 1;
+            }
+        }
+        Ok(code)
+    }
+
+    fn touch(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (_, ops) = Self::operands(args);
+        let mut code = 0;
+        for f in ops {
+            let result = match self.fs.resolve(&self.cwd, &f, true) {
+                Err(e) => Err(walk_message(e)),
+                Ok((physical, node)) => {
+                    let exists = node.is_some();
+                    self.writable(&physical).map(|()| {
+                        if !exists {
+                            self.fs.insert(&physical, FsNode::File(vec![]));
+                        }
+                    })
+                }
+            };
+            if let Err(msg) = result {
+                self.err(format!("touch: {f}: {msg}"))?;
+                code = 1;
+            }
+        }
+        Ok(code)
+    }
+
+    fn ls(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (flags, mut ops) = Self::operands(args);
+        let all = flags.contains(&'a');
+        if ops.is_empty() {
+            ops.push(".".into());
+        }
+        let many = ops.len() > 1;
+        let mut code = 0;
+        for p in ops {
+            match self.fs.resolve(&self.cwd, &p, true) {
+                Ok((physical, Some(FsNode::Directory))) => {
+                    if many {
+                        self.out(format!("{p}:\n").as_bytes())?;
+                    }
+                    let names = self.fs.children(&physical);
+                    for n in names.into_iter().filter(|n| all || !n.starts_with('.')) {
+                        self.out(format!("{n}\n").as_bytes())?;
+                    }
+                }
+                Ok((_, Some(_))) => self.out(format!("{p}\n").as_bytes())?,
+                Ok((_, None)) => {
+                    self.err(format!("ls: {p}: No such file or directory"))?;
+                    code = 1;
+                }
+                Err(e) => {
+                    self.err(format!("ls: {p}: {}", walk_message(e)))?;
+                    code = 1;
+                }
+            }
+        }
+        Ok(code)
+    }
+
+    fn head(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let mut bytes: Option<u64> = None;
+        let mut lines: u64 = 10;
+        let mut files = vec![];
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            let (flag, inline) = if let Some(rest) = a.strip_prefix("-c") {
+                (Some('c'), rest)
+            } else if let Some(rest) = a.strip_prefix("-n") {
+                (Some('n'), rest)
+            } else {
+                (None, "")
+            };
+            match flag {
+                Some(f) => {
+                    let value = if inline.is_empty() {
+                        i += 1;
+                        args.get(i).cloned().unwrap_or_default()
+                    } else {
+                        inline.to_string()
+                    };
+                    let Ok(n) = value.parse::<u64>() else {
+                        self.err(format!("head: invalid number '{value}'"))?;
+                        return Ok(1);
+                    };
+                    if f == 'c' {
+                        bytes = Some(n);
+                    } else {
+                        lines = n;
+                    }
+                }
+                None => files.push(a.clone()),
+            }
+            i += 1;
+        }
+        if files.is_empty() {
+            files.push("-".into());
+        }
+        let mut code = 0;
+        for f in files {
+            let source = if f == "-" {
+                Ok(Readable::Bytes(self.stdin.take().unwrap_or_default()))
+            } else {
+                self.read(&f)
+            };
+            match source {
+                Ok(Readable::Zero) => match bytes {
+                    Some(n) => {
+                        let mut left = n;
+                        let chunk = [0u8; 65_536];
+                        while left > 0 {
+                            let take = left.min(chunk.len() as u64) as usize;
+                            self.out(&chunk[..take])?;
+                            left -= take as u64;
+                        }
+                    }
+                    None => {
+                        let zeros = vec![0u8; 65_536];
+                        self.out(&zeros)?;
+                        return Err(self.block());
+                    }
+                },
+                Ok(Readable::Bytes(b)) => {
+                    let cut = match bytes {
+                        Some(n) => b.len().min(usize::try_from(n).unwrap_or(usize::MAX)),
+                        None => {
+                            let mut seen = 0u64;
+                            b.iter()
+                                .position(|c| {
+                                    if *c == b'\n' {
+                                        seen += 1;
+                                    }
+                                    seen >= lines && *c == b'\n'
+                                })
+                                .map(|p| p + 1)
+                                .unwrap_or(b.len())
+                        }
+                    };
+                    let cut = if bytes.is_none() && lines == 0 {
+                        0
+                    } else {
+                        cut
+                    };
+                    self.out(&b[..cut])?;
+                }
+                Ok(Readable::Blocks) => return Err(self.block()),
+                Err(msg) => {
+                    self.err(format!("head: {f}: {msg}"))?;
+                    code = 1;
+                }
+            }
+        }
+        Ok(code)
+    }
+
+    fn sha256sum(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (_, mut files) = Self::operands(args);
+        if files.is_empty() {
+            files.push("-".into());
+        }
+        let mut code = 0;
+        for f in files {
+            let source = if f == "-" {
+                Ok(Readable::Bytes(self.stdin.take().unwrap_or_default()))
+            } else {
+                self.read(&f)
+            };
+            match source {
+                Ok(Readable::Bytes(b)) => {
+                    let hex: String = Sha256::digest(&b)
+                        .iter()
+                        .map(|x| format!("{x:02x}"))
+                        .collect();
+                    self.out(format!("{hex}  {f}\n").as_bytes())?;
+                }
+                Ok(Readable::Zero) | Ok(Readable::Blocks) => return Err(self.block()),
+                Err(msg) => {
+                    self.err(format!("sha256sum: {f}: {msg}"))?;
+                    code = 1;
+                }
+            }
+        }
+        Ok(code)
+    }
+
+    fn env(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let mut env = self.env.clone();
+        let mut rest = args;
+        if rest.first().is_some_and(|a| a == "-i") {
+            env.clear();
+            rest = &rest[1..];
+        }
+        while let Some(a) = rest.first() {
+            match a.split_once('=') {
+                Some((k, v)) if !k.is_empty() => {
+                    env.insert(k.to_string(), v.to_string());
+                    rest = &rest[1..];
+                }
+                _ => break,
+            }
+        }
+        if rest.is_empty() {
+            let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+            self.out(text.as_bytes())?;
+            return Ok(0);
+        }
+        let saved = std::mem::replace(&mut self.env, env);
+        let code = self.run(rest);
+        self.env = saved;
+        code
+    }
+
+    fn sleep(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let Some(arg) = args.first() else {
+            self.err("sleep: missing operand".into())?;
+            return Ok(1);
+        };
+        let seconds = match arg.parse::<f64>() {
+            Ok(s) if s.is_finite() && s >= 0.0 => s,
+            _ => {
+                self.err(format!("sleep: invalid number '{arg}'"))?;
+                return Ok(1);
+            }
+        };
+        let millis = (seconds * 1000.0).round().min(u64::MAX as f64) as u64;
+        self.elapsed_millis = self.elapsed_millis.saturating_add(millis);
+        if self.elapsed_millis > self.timeout_millis {
+            self.elapsed_millis = self.timeout_millis;
+            return Err(Abort::TimedOut);
+        }
+        Ok(0)
+    }
+
+    fn sh(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let script = match args.first().map(String::as_str) {
+            Some("-c") => match args.get(1) {
+                Some(s) => s.clone(),
+                None => {
+                    self.err("sh: -c requires an argument".into())?;
+                    return Ok(2);
+                }
+            },
+            Some(_) => {
+                self.err(format!("sh: can't open '{}'", args[0]))?;
+                return Ok(127);
+            }
+            None => String::from_utf8_lossy(&self.stdin.take().unwrap_or_default()).into_owned(),
+        };
+        let Some(statements) = parse_script(&script) else {
+            self.err("sh: syntax not supported by the memory oracle".into())?;
+            return Ok(2);
+        };
+        let mut last = 0u8;
+        for words in statements {
+            if words[0] == "exit" {
+                return match words.get(1) {
+                    None => Ok(last),
+                    Some(n) => match n.parse::<i64>() {
+                        Ok(v) => Ok(v.rem_euclid(256) as u8),
+                        Err(_) => {
+                            self.err(format!("sh: exit: Illegal number: {n}"))?;
+                            Ok(2)
+                        }
+                    },
+                };
+            }
+            last = self.run(&words)?;
+        }
+        Ok(last)
+    }
+
+    fn nc(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let mut ops = vec![];
+        let mut i = 0;
+        while i < args.len() {
+            match args[i].as_str() {
+                "-w" => i += 1,
+                a if a.starts_with("-w") => {}
+                a if a.starts_with('-') && a.len() > 1 => {}
+                a => ops.push(a.to_string()),
+            }
+            i += 1;
+        }
+        let (Some(host), Some(port)) = (ops.first(), ops.get(1)) else {
+            self.err("nc: usage: nc [-w SEC] HOST PORT".into())?;
+            return Ok(1);
+        };
+        let Ok(port) = port.parse::<u16>() else {
+            self.err(format!("nc: bad port '{port}'"))?;
+            return Ok(1);
+        };
+        let loopback = host == "localhost" || host == "::1" || host.starts_with("127.");
+        let greeting = if loopback {
+            match self.net.loopback.get(&port) {
+                Some(g) => Ok(g.clone()),
+                None => Err("Connection refused"),
+            }
+        } else {
+            let listener = self.net.external.get(&(host.clone(), port));
+            let allowed = match self.net.policy {
+                NetworkPolicy::None => self.net.none_leaks,
+                NetworkPolicy::Allowlist { destinations } => {
+                    self.net.allowlist_ignored
+                        || destinations
+                            .iter()
+                            .any(|d| d.host == *host && d.port == port)
+                }
+            };
+            match (allowed, listener) {
+                (false, _) => Err("Network is unreachable"),
+                (true, None) => Err("Connection refused"),
+                (true, Some(g)) => Ok(g.clone()),
+            }
+        };
+        match greeting {
+            Ok(g) => {
+                self.stdin = None;
+                self.out(&g)?;
+                Ok(0)
+            }
+            Err(msg) => {
+                self.err(format!("nc: can't connect to remote host ({host}): {msg}"))?;
+                Ok(1)
+            }
+        }
+    }
+
+    fn ln(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (flags, ops) = Self::operands(args);
+        if !flags.contains(&'s') {
+            self.err("ln: only symbolic links (-s) are supported".into())?;
+            return Ok(1);
+        }
+        let force = flags.contains(&'f');
+        let (Some(target), Some(link)) = (ops.first(), ops.get(1)) else {
+            self.err("ln: missing file operand".into())?;
+            return Ok(1);
+        };
+        let link = match self.fs.resolve(&self.cwd, link, true) {
+            Ok((_, Some(FsNode::Directory))) => format!("{link}/{}", basename(target)),
+            _ => link.clone(),
+        };
+        let result = match self.fs.resolve(&self.cwd, &link, false) {
+            Err(e) => Err(walk_message(e)),
+            Ok((_, Some(FsNode::Directory))) => Err("File exists"),
+            Ok((_, Some(_))) if !force => Err("File exists"),
+            Ok((physical, _)) => self.writable(&physical).map(|()| {
+                self.fs.insert(&physical, FsNode::Symlink(target.clone()));
+            }),
+        };
+        match result {
+            Ok(()) => Ok(0),
+            Err(msg) => {
+                self.err(format!("ln: {link}: {msg}"))?;
+                Ok(1)
+            }
+        }
+    }
+
+    fn mkdir(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (flags, ops) = Self::operands(args);
+        let parents = flags.contains(&'p');
+        let mut code = 0;
+        for d in ops {
+            let prefixes: Vec<String> = if parents {
+                let comps = split(&d);
+                let lead = if d.starts_with('/') { "/" } else { "" };
+                (1..=comps.len())
+                    .map(|i| format!("{lead}{}", comps[..i].join("/")))
+                    .collect()
+            } else {
+                vec![d.clone()]
+            };
+            for p in &prefixes {
+                let result = match self.fs.resolve(&self.cwd, p, true) {
+                    Err(e) => Err(walk_message(e)),
+                    Ok((_, Some(FsNode::Directory))) if parents => Ok(()),
+                    Ok((_, Some(_))) => Err("File exists"),
+                    Ok((physical, None)) => self.writable(&physical).map(|()| {
+                        self.fs.insert(&physical, FsNode::Directory);
+                    }),
+                };
+                if let Err(msg) = result {
+                    self.err(format!("mkdir: can't create directory '{p}': {msg}"))?;
+                    code = 1;
+                    break;
+                }
+            }
+        }
+        Ok(code)
+    }
+
+    fn rm(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (flags, ops) = Self::operands(args);
+        let recursive = flags.contains(&'r') || flags.contains(&'R');
+        let force = flags.contains(&'f');
+        let mut code = 0;
+        for p in ops {
+            let result = match self.fs.resolve(&self.cwd, &p, false) {
+                Err(e) => Err(walk_message(e)),
+                Ok((_, None)) if force => Ok(()),
+                Ok((_, None)) => Err("No such file or directory"),
+                Ok((_, Some(FsNode::Directory))) if !recursive => Err("Is a directory"),
+                Ok((physical, Some(_))) => {
+                    if self.busy(&physical) {
+                        Err("Device or resource busy")
+                    } else {
+                        self.writable(&physical)
+                            .map(|()| self.fs.remove_tree(&physical))
+                    }
+                }
+            };
+            if let Err(msg) = result {
+                self.err(format!("rm: can't remove '{p}': {msg}"))?;
+                code = 1;
+            }
+        }
+        Ok(code)
+    }
+
+    fn mkfifo(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (_, ops) = Self::operands(args);
+        let mut code = 0;
+        for p in ops {
+            let result = match self.fs.resolve(&self.cwd, &p, false) {
+                Err(e) => Err(walk_message(e)),
+                Ok((_, Some(_))) => Err("File exists"),
+                Ok((physical, None)) => self.writable(&physical).map(|()| {
+                    self.fs
+                        .insert(&physical, FsNode::Special(SpecialKind::Fifo));
+                }),
+            };
+            if let Err(msg) = result {
+                self.err(format!("mkfifo: {p}: {msg}"))?;
+                code = 1;
+            }
+        }
+        Ok(code)
+    }
+
+    fn echo(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (newline, words) = match args.first().map(String::as_str) {
+            Some("-n") => (false, &args[1..]),
+            _ => (true, args),
+        };
+        let mut text = words.join(" ");
+        if newline {
+            text.push('\n');
+        }
+        self.out(text.as_bytes())?;
+        Ok(0)
+    }
+
+    fn tee(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (_, files) = Self::operands(args);
+        let input = self.stdin.take().unwrap_or_default();
+        self.out(&input)?;
+        let mut code = 0;
+        for f in files {
+            if let Err(msg) = self.write_file(&f, input.clone()) {
+                self.err(format!("tee: {f}: {msg}"))?;
+                code = 1;
+            }
+        }
+        Ok(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_parse_or_are_refused() {
+        assert_eq!(
+            parse_script("exit 3").unwrap(),
+            vec![vec!["exit".to_string(), "3".to_string()]]
+        );
+        assert_eq!(
+            parse_script("echo 'a b'; exit").unwrap(),
+            vec![
+                vec!["echo".to_string(), "a b".to_string()],
+                vec!["exit".to_string()]
+            ]
+        );
+        assert!(parse_script("cat x | wc").is_none());
+        assert!(parse_script("echo $HOME").is_none());
+        assert!(parse_script("echo hi > f").is_none());
+    }
+
+    #[test]
+    fn sink_keeps_one_byte_past_the_limit() {
+        let mut s = Sink::new(4, OutputStream::Stdout);
+        assert!(s.write(b"abcd").is_ok());
+        assert_eq!(s.write(b"efg"), Err(Abort::Overflow(OutputStream::Stdout)));
+        assert_eq!(s.buf, b"abcde");
+    }
+}
