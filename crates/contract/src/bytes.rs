@@ -77,7 +77,7 @@ impl JsonSchema for Bytes {
         schemars::json_schema!({
             "type": "string",
             "contentEncoding": "base64",
-            "pattern": "^[A-Za-z0-9+/]*={0,2}$"
+            "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
         })
     }
 }

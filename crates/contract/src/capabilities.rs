@@ -204,16 +204,21 @@ pub struct SandboxProviderCapabilities {
     /// Where instances run.
     pub placement: Placement,
     /// Supported tiers; non-empty, no duplicates.
+    #[schemars(length(min = 1), extend("uniqueItems" = true))]
     pub tiers: Vec<Tier>,
     /// Supported platforms; non-empty, no duplicates.
+    #[schemars(length(min = 1), extend("uniqueItems" = true))]
     pub platforms: Vec<Platform>,
     /// How images are chosen.
     pub image_mode: ImageMode,
     /// Package managers for materialization; may be empty.
+    #[schemars(extend("uniqueItems" = true))]
     pub package_managers: Vec<PackageManager>,
     /// Supported network modes; non-empty, no duplicates.
+    #[schemars(length(min = 1), extend("uniqueItems" = true))]
     pub network_modes: Vec<NetworkMode>,
     /// Supported retention modes; non-empty, no duplicates.
+    #[schemars(length(min = 1), extend("uniqueItems" = true))]
     pub retention_modes: Vec<RetentionMode>,
     /// Whether snapshot capture works.
     pub snapshots: bool,
@@ -239,10 +244,13 @@ pub struct SandboxProviderCapabilities {
     /// Who enforces each of the nine axes.
     pub enforcement: Enforcement,
     /// Most mounts per instance, 0..=64.
+    #[schemars(range(max = 64))]
     pub max_mounts: u8,
     /// The provider's revision; instances echo it in `materialization`.
+    #[schemars(length(min = 1))]
     pub provider_revision: String,
     /// The materialization revision; instances echo it in `materialization`.
+    #[schemars(length(min = 1))]
     pub materialization_revision: String,
 }
 

@@ -260,15 +260,15 @@ pub fn check_clone(
     if returned.created_at < source.created_at {
         m.push(Mismatch::new(
             "created_at",
-            format!("at or after the source's {}", source.created_at),
-            returned.created_at.to_string(),
+            format!("at or after the source's {}", show(&source.created_at)),
+            show(&returned.created_at),
         ));
     }
     if returned.created_at >= returned.expires_at {
         m.push(Mismatch::new(
             "created_at",
-            format!("strictly before expires_at {}", returned.expires_at),
-            returned.created_at.to_string(),
+            format!("strictly before expires_at {}", show(&returned.expires_at)),
+            show(&returned.created_at),
         ));
     }
     out

@@ -12,20 +12,22 @@
 //! form is specified in [`wire`].
 
 pub mod bounds;
-pub mod clock;
 pub mod bytes;
 pub mod capabilities;
+pub mod clock;
 pub mod digest;
 pub mod error;
 pub mod identity;
+pub mod kit;
 pub mod provider;
 pub mod timestamp;
 pub mod types;
+pub mod validate;
 pub mod wire;
 
 pub use bytes::Bytes;
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use capabilities::*;
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use digest::{Digest, DigestError, ImageReference};
 pub use error::{
     FailureReason, OutputStream, Requirement, SandboxError, SandboxFailure, UnmetAdapter,

@@ -14,6 +14,17 @@ use time::{Duration, OffsetDateTime, PrimitiveDateTime, UtcOffset};
 const CANONICAL: &[FormatItem<'static>] =
     format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
 
+/// A regular expression that accepts exactly the canonical timestamps: real
+/// calendar dates (leap years included), hours 00-23, seconds 00-59, three
+/// fraction digits and `Z`. Published in the author kit's schemas.
+pub const TIMESTAMP_PATTERN: &str = concat!(
+    "^(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])",
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)",
+    "|02-(?:0[1-9]|1[0-9]|2[0-8]))",
+    "|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)",
+    "T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\\.[0-9]{3}Z$"
+);
+
 /// A canonical UTC instant with millisecond precision.
 ///
 /// Wire form: a JSON string `YYYY-MM-DDTHH:MM:SS.mmmZ`, for example
@@ -135,8 +146,8 @@ impl JsonSchema for Timestamp {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "description": "Canonical UTC instant YYYY-MM-DDTHH:MM:SS.mmmZ; must round-trip byte-identically.",
-            "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$"
+            "description": "Canonical UTC instant YYYY-MM-DDTHH:MM:SS.mmmZ; must round-trip byte-identically (no offsets, exactly three fraction digits, upper-case Z, no leap second, real calendar dates).",
+            "pattern": TIMESTAMP_PATTERN
         })
     }
 }

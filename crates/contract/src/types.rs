@@ -754,14 +754,90 @@ pub enum ProjectEntryKind {
 }
 
 /// One leaf of a listProjectDir listing.
+///
+/// Wire form: one object with `path`, the `kind` tag and the kind's
+/// members, for example `{"path": "/p/a", "kind": "regular", "size_bytes":
+/// 5, "sha256": "sha256:..."}`. Decoded through [`ProjectEntryWire`]:
+/// serde's `flatten` of an internally tagged enum under
+/// `deny_unknown_fields` refuses the `kind` tag itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "ProjectEntryWire")]
 pub struct ProjectEntry {
     /// Absolute path under the root.
     pub path: String,
     /// What it is.
     #[serde(flatten)]
     pub kind: ProjectEntryKind,
+}
+
+/// The decoding shape of [`ProjectEntry`]: one internally tagged enum whose
+/// variants each carry `path`, so every unknown member is refused.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[schemars(rename = "ProjectEntry")]
+pub enum ProjectEntryWire {
+    /// A regular file.
+    Regular {
+        /// Absolute path under the root.
+        path: String,
+        /// Size in bytes.
+        size_bytes: u64,
+        /// SHA-256 of the content.
+        sha256: Digest,
+    },
+    /// A symbolic link (never followed).
+    Symlink {
+        /// Absolute path under the root.
+        path: String,
+        /// The link text.
+        target: String,
+    },
+    /// A Git submodule (gitlink).
+    Submodule {
+        /// Absolute path under the root.
+        path: String,
+    },
+    /// A character or block device.
+    Device {
+        /// Absolute path under the root.
+        path: String,
+    },
+    /// A socket.
+    Socket {
+        /// Absolute path under the root.
+        path: String,
+    },
+    /// A named pipe.
+    Fifo {
+        /// Absolute path under the root.
+        path: String,
+    },
+    /// Anything else.
+    Other {
+        /// Absolute path under the root.
+        path: String,
+    },
+}
+
+impl From<ProjectEntryWire> for ProjectEntry {
+    fn from(w: ProjectEntryWire) -> Self {
+        let (path, kind) = match w {
+            ProjectEntryWire::Regular {
+                path,
+                size_bytes,
+                sha256,
+            } => (path, ProjectEntryKind::Regular { size_bytes, sha256 }),
+            ProjectEntryWire::Symlink { path, target } => {
+                (path, ProjectEntryKind::Symlink { target })
+            }
+            ProjectEntryWire::Submodule { path } => (path, ProjectEntryKind::Submodule),
+            ProjectEntryWire::Device { path } => (path, ProjectEntryKind::Device),
+            ProjectEntryWire::Socket { path } => (path, ProjectEntryKind::Socket),
+            ProjectEntryWire::Fifo { path } => (path, ProjectEntryKind::Fifo),
+            ProjectEntryWire::Other { path } => (path, ProjectEntryKind::Other),
+        };
+        ProjectEntry { path, kind }
+    }
 }
 
 /// listProjectDir's result.
@@ -846,6 +922,7 @@ pub struct ReleaseRequest {
     deny_unknown_fields,
     from = "ReleaseDispositionWire"
 )]
+#[allow(clippy::large_enum_variant)] // a wire value settled once per release; boxing would change its public shape
 pub enum ReleaseDisposition {
     /// Durable: a settled snapshot.
     Released {
@@ -862,6 +939,7 @@ pub enum ReleaseDisposition {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(tag = "disposition", rename_all = "snake_case", deny_unknown_fields)]
 #[schemars(rename = "ReleaseDisposition")]
+#[allow(clippy::large_enum_variant)] // a wire value settled once per release; boxing would change its public shape
 pub enum ReleaseDispositionWire {
     /// Durable: a settled snapshot.
     Released {

@@ -59,11 +59,40 @@ pub fn decode_value<T: DeserializeOwned>(
 ) -> Result<T, SandboxError> {
     let operation = format!("decode_{type_name}");
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
-        let path = e.path().to_string();
-        let actual = lookup(value, e.path())
+        let message = e.inner().to_string();
+        let mut path = e.path().to_string();
+        let mut actual = lookup(value, e.path())
             .map(render)
             .unwrap_or_else(|| "absent".into());
-        SandboxError::protocol(operation, path, e.inner().to_string(), actual)
+        // serde reports a missing member, and an unknown one behind
+        // `#[serde(flatten)]`, at the parent object: name the member itself.
+        if let Some((name, present)) = member_named_by(&message) {
+            let parent = lookup(value, e.path());
+            let member = parent.and_then(|p| p.get(name));
+            if !path.ends_with(name) && member.is_some() == present {
+                actual = member.map(render).unwrap_or_else(|| "absent".into());
+                path = if path == "." {
+                    name.to_owned()
+                } else {
+                    format!("{path}.{name}")
+                };
+            }
+        }
+        // Inside an internally tagged enum serde buffers the content and the
+        // path stops at the enum: find the offending leaf by its value.
+        if let Some(literal) = offending_literal(&message) {
+            if let Some(at) = lookup(value, e.path()) {
+                let mut found = Vec::new();
+                find_leaf(at, &literal, String::new(), &mut found);
+                if let [rel] = found.as_slice() {
+                    if !rel.is_empty() {
+                        path = join_path(&path, rel);
+                        actual = render(&literal);
+                    }
+                }
+            }
+        }
+        SandboxError::protocol(operation, path, message, actual)
     })
 }
 
@@ -99,6 +128,78 @@ pub fn check_capabilities(caps: &SandboxProviderCapabilities) -> Result<(), Sand
             format!("{}: {}", v.rule.as_str(), v.mismatch.expected),
             v.mismatch.actual,
         )),
+    }
+}
+
+/// The member named by serde's "unknown field `name`" (present) or
+/// "missing field `name`" (absent) message.
+fn member_named_by(message: &str) -> Option<(&str, bool)> {
+    let (rest, present) = if let Some(rest) = message.strip_prefix("unknown field `") {
+        (rest, true)
+    } else {
+        (message.strip_prefix("missing field `")?, false)
+    };
+    rest.split('`').next().map(|name| (name, present))
+}
+
+/// The offending value quoted in a serde or contract error message:
+/// ``unknown variant `x` ``, ``integer `n` ``, `invalid type: string "x"`
+/// or `actual "x"`.
+fn offending_literal(message: &str) -> Option<serde_json::Value> {
+    if let Some(rest) = message.strip_prefix("unknown variant `") {
+        return rest
+            .split('`')
+            .next()
+            .map(|s| serde_json::Value::String(s.into()));
+    }
+    if let Some(i) = message.find("integer `") {
+        let text = message[i + 9..].split('`').next()?;
+        return serde_json::from_str::<serde_json::Number>(text)
+            .ok()
+            .map(serde_json::Value::Number);
+    }
+    let start = message
+        .find("invalid type: string \"")
+        .map(|i| i + 21)
+        .or_else(|| message.find("actual \"").map(|i| i + 7))?;
+    serde_json::Deserializer::from_str(&message[start..])
+        .into_iter::<String>()
+        .next()?
+        .ok()
+        .map(serde_json::Value::String)
+}
+
+/// Collects the relative paths of every leaf under `at` equal to `target`.
+fn find_leaf(
+    at: &serde_json::Value,
+    target: &serde_json::Value,
+    here: String,
+    out: &mut Vec<String>,
+) {
+    match at {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                find_leaf(v, target, join_path(&here, k), out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                find_leaf(v, target, format!("{here}[{i}]"), out);
+            }
+        }
+        leaf if leaf == target => out.push(here),
+        _ => {}
+    }
+}
+
+/// `base` extended by `rel` in serde_path_to_error's notation.
+fn join_path(base: &str, rel: &str) -> String {
+    if base.is_empty() || base == "." {
+        rel.to_owned()
+    } else if rel.starts_with('[') {
+        format!("{base}{rel}")
+    } else {
+        format!("{base}.{rel}")
     }
 }
 

@@ -1,13 +1,67 @@
-//! `checkfu sandbox schema`.
+//! `checkfu sandbox schema`: write or check the author kit. A thin layer
+//! over `checkfu_sandbox_contract::kit`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use checkfu_sandbox_contract::kit;
 
 /// Flags of `checkfu sandbox schema`.
 #[derive(Debug, clap::Args)]
-pub struct SchemaArgs {}
+#[command(
+    after_help = "The kit is JSON Schema 2020-12 of every boundary type (schema/), golden \
+vectors (vectors/valid, vectors/invalid) and a README, generated from the contract's Rust types at \
+wire revision checkfu.sandbox/v1. Writing removes files the generator does not produce. --check \
+exits 0 when DIR matches and 1 when any file is missing, extra or differs, naming each on stderr.\n\n\
+Examples:\n  checkfu sandbox schema                      # write ./author-kit\n  \
+checkfu sandbox schema --out kit            # write ./kit\n  \
+checkfu sandbox schema --check              # compare ./author-kit, exit 1 on drift"
+)]
+pub struct SchemaArgs {
+    /// The kit directory to write (or, with --check, to compare).
+    #[arg(long, value_name = "DIR", default_value = "author-kit")]
+    out: PathBuf,
+    /// Compare DIR with the generated kit instead of writing it.
+    #[arg(long)]
+    check: bool,
+}
 
-/// Runs the command.
-pub fn run(_args: SchemaArgs) -> ExitCode {
-    eprintln!("checkfu: schema: the author kit generator is being built");
-    ExitCode::from(125)
+/// Runs the command: 0 on success, 1 on drift (with `--check`) or an I/O
+/// failure.
+pub fn run(args: SchemaArgs) -> ExitCode {
+    if args.check {
+        match kit::check(&args.out) {
+            Ok(()) => {
+                println!("author kit at {} is up to date", args.out.display());
+                ExitCode::SUCCESS
+            }
+            Err(drift) => {
+                for d in &drift {
+                    eprintln!("checkfu: schema: {d}");
+                }
+                eprintln!(
+                    "checkfu: schema: {} file(s) in {} drifted; regenerate with `checkfu sandbox schema --out {}`",
+                    drift.len(),
+                    args.out.display(),
+                    args.out.display()
+                );
+                ExitCode::from(1)
+            }
+        }
+    } else {
+        match kit::write(&args.out) {
+            Ok(()) => {
+                println!(
+                    "wrote {} files to {}",
+                    kit::generate().len(),
+                    args.out.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("checkfu: schema: writing {}: {e}", args.out.display());
+                ExitCode::from(1)
+            }
+        }
+    }
 }

@@ -1,0 +1,48 @@
+//! The drift test (STYLE 9): the checked-in `author-kit/` must equal
+//! `kit::generate()`. Set `CHECKFU_REGENERATE=1` to rewrite it instead.
+
+use std::path::Path;
+
+use checkfu_sandbox_contract::kit;
+
+#[test]
+fn checked_in_author_kit_matches_the_generator() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../author-kit");
+    if std::env::var_os("CHECKFU_REGENERATE").is_some_and(|v| v == "1") {
+        kit::write(&dir).unwrap_or_else(|e| panic!("regenerating {}: {e}", dir.display()));
+    }
+    if let Err(drift) = kit::check(&dir) {
+        let lines: Vec<String> = drift.iter().map(|d| format!("  {d}")).collect();
+        panic!(
+            "author-kit/ drifted from the generator ({} files):\n{}\n\
+             regenerate with `CHECKFU_REGENERATE=1 cargo test -p checkfu-sandbox-contract --test kit_drift` \
+             (or `checkfu sandbox schema --out author-kit`) and review the diff",
+            drift.len(),
+            lines.join("\n")
+        );
+    }
+}
+
+#[test]
+fn check_names_missing_extra_and_differing_files() {
+    let dir = std::env::temp_dir().join(format!("checkfu-kit-drift-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    kit::write(&dir).unwrap();
+    assert_eq!(kit::check(&dir), Ok(()));
+    std::fs::remove_file(dir.join("schema/SandboxInstance.json")).unwrap();
+    std::fs::write(dir.join("vectors/valid/stray.json"), "{}\n").unwrap();
+    std::fs::write(dir.join("README.md"), "edited\n").unwrap();
+    let drift = kit::check(&dir).unwrap_err();
+    let shown: Vec<String> = drift.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "differs: README.md",
+            "missing: schema/SandboxInstance.json",
+            "extra: vectors/valid/stray.json",
+        ]
+    );
+    kit::write(&dir).unwrap();
+    assert_eq!(kit::check(&dir), Ok(()));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
