@@ -15,6 +15,7 @@ pub mod bounds;
 pub mod bytes;
 pub mod capabilities;
 pub mod clock;
+pub mod conformance;
 pub mod digest;
 pub mod error;
 pub mod identity;

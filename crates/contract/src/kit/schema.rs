@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use crate::capabilities::SandboxProviderCapabilities;
+use crate::conformance::evidence::Evidence;
 use crate::error::{SandboxError, SandboxFailure};
 use crate::types::*;
 use crate::wire::{check_capabilities, decode_value, WIRE_REVISION};
@@ -98,6 +99,7 @@ const BOUNDARIES: &[Boundary] = boundaries![
     ActiveWriteOutcome,
     SandboxError,
     SandboxFailure,
+    Evidence,
 ];
 
 fn decode_capabilities_value(value: &Value) -> Result<(), SandboxError> {

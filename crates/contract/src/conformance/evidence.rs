@@ -1,11 +1,11 @@
 //! Conformance evidence: a JSON document (schema in the author kit), JUnit
 //! XML, and a human table.
 
-use checkfu_sandbox_contract::{SandboxError, SandboxProviderCapabilities};
+use crate::{SandboxError, SandboxProviderCapabilities};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::token::Token;
+use super::token::Token;
 
 /// The suite's revision literal; evidence documents carry it.
 pub const SUITE_REVISION: &str = "checkfu.sandbox.conformance/v1";

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use checkfu_sandbox_contract::{NetworkMode, RetentionMode, SandboxProviderCapabilities};
+use crate::{NetworkMode, RetentionMode, SandboxProviderCapabilities};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
