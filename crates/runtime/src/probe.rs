@@ -26,12 +26,29 @@ impl Adapter {
     /// `instance_identity` mismatches (after the rollback ran);
     /// `SandboxOperationFailed{operation: provision_rollback}` when either
     /// rollback fails or passes its 30 s bound.
-    pub async fn probe_rollback(&self, request: SandboxProvisionRequest) -> Result<RollbackProbe, SandboxFailure> {
+    pub async fn probe_rollback(
+        &self,
+        request: SandboxProvisionRequest,
+    ) -> Result<RollbackProbe, SandboxFailure> {
         self.admit_provision(&request)?;
-        let handoff = self.provider().provision(request.clone()).await.map_err(SandboxFailure::from)?;
+        let handoff = self
+            .provider()
+            .provision(request.clone())
+            .await
+            .map_err(SandboxFailure::from)?;
         let instance_id = handoff.value.instance_id.clone();
-        let problems = check_instance(&request, InstanceState::Provisioning, self.envelope(), &handoff.value);
-        let first = run_rollback(op::PROVISION, handoff.rollback.clone(), self.rollback_bound()).await;
+        let problems = check_instance(
+            &request,
+            InstanceState::Provisioning,
+            self.envelope(),
+            &handoff.value,
+        );
+        let first = run_rollback(
+            op::PROVISION,
+            handoff.rollback.clone(),
+            self.rollback_bound(),
+        )
+        .await;
         let second = run_rollback(op::PROVISION, handoff.rollback, self.rollback_bound()).await;
         let mut failure: Option<SandboxFailure> = None;
         for m in problems {

@@ -122,7 +122,10 @@ pub fn check_network(
         for (i, d) in destinations.iter().enumerate() {
             let host_ok = !d.host.is_empty()
                 && d.host.len() <= 253
-                && !d.host.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control());
+                && !d
+                    .host
+                    .bytes()
+                    .any(|b| b.is_ascii_whitespace() || b.is_ascii_control());
             if !host_ok || d.port == 0 {
                 return Err(SandboxError::unavailable(
                     Requirement::NetworkPolicy,

@@ -37,7 +37,11 @@ pub fn sha256_digest(bytes: &[u8]) -> Digest {
     Digest::from_sha256_bytes(Sha256::digest(bytes).into())
 }
 
-fn stage_error(operation: &str, reason: FailureReason, message: impl Into<String>) -> SandboxFailure {
+fn stage_error(
+    operation: &str,
+    reason: FailureReason,
+    message: impl Into<String>,
+) -> SandboxFailure {
     SandboxError::failed(operation, reason, message).into()
 }
 
@@ -58,34 +62,53 @@ fn join_sandbox(mount_path: &str, rel: &str) -> String {
 /// for a missing repository, revision or path, `invalid_request` for a
 /// submodule or symlink in the tree, `provider_error` for a blob whose id
 /// does not match its bytes.
-pub fn read_git_blobs(repo: &Path, rev: &str, repo_path: &str) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure> {
+pub fn read_git_blobs(
+    repo: &Path,
+    rev: &str,
+    repo_path: &str,
+) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure> {
     const OP: &str = "stage_git";
     let git = |e: git2::Error| stage_error(OP, FailureReason::NotFound, e.message().to_owned());
     let repository = git2::Repository::open(repo).map_err(git)?;
-    let object = repository
-        .revparse_single(rev)
-        .map_err(|e| stage_error(OP, FailureReason::NotFound, format!("revision {rev:?}: {}", e.message())))?;
+    let object = repository.revparse_single(rev).map_err(|e| {
+        stage_error(
+            OP,
+            FailureReason::NotFound,
+            format!("revision {rev:?}: {}", e.message()),
+        )
+    })?;
     let tree = object.peel_to_tree().map_err(git)?;
     let trimmed = repo_path.trim_matches('/');
     let mut out = Vec::new();
     let verify = |oid: git2::Oid, bytes: &[u8], path: &str| -> Result<(), SandboxFailure> {
         let actual = git2::Oid::hash_object(git2::ObjectType::Blob, bytes).map_err(git)?;
         if actual != oid {
-            return Err(stage_error(OP, FailureReason::ProviderError, format!("{path}: blob id {oid} but content hashes to {actual}")));
+            return Err(stage_error(
+                OP,
+                FailureReason::ProviderError,
+                format!("{path}: blob id {oid} but content hashes to {actual}"),
+            ));
         }
         Ok(())
     };
     let entry_object = if trimmed.is_empty() {
         tree.as_object().clone()
     } else {
-        let entry = tree
-            .get_path(Path::new(trimmed))
-            .map_err(|_| stage_error(OP, FailureReason::NotFound, format!("path {trimmed:?} not in revision {rev:?}")))?;
+        let entry = tree.get_path(Path::new(trimmed)).map_err(|_| {
+            stage_error(
+                OP,
+                FailureReason::NotFound,
+                format!("path {trimmed:?} not in revision {rev:?}"),
+            )
+        })?;
         entry.to_object(&repository).map_err(git)?
     };
     if let Some(blob) = entry_object.as_blob() {
         verify(blob.id(), blob.content(), trimmed)?;
-        let name = Path::new(trimmed).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = Path::new(trimmed)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         out.push((name, blob.content().to_vec()));
         return Ok(out);
     }
@@ -113,7 +136,11 @@ pub fn read_git_blobs(repo: &Path, rev: &str, repo_path: &str) -> Result<Vec<(St
                 }
             }
             _ => {
-                failure = Some(stage_error(OP, FailureReason::InvalidRequest, format!("{rel}: symlinks and submodules are not staged")));
+                failure = Some(stage_error(
+                    OP,
+                    FailureReason::InvalidRequest,
+                    format!("{rel}: symlinks and submodules are not staged"),
+                ));
                 git2::TreeWalkResult::Abort
             }
         }
@@ -153,12 +180,17 @@ pub async fn stage_git(
 /// `SandboxOperationFailed{operation: stage_folder}` naming the path.
 pub fn read_folder(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure> {
     const OP: &str = "stage_folder";
-    let io = |p: &Path, e: std::io::Error| stage_error(OP, FailureReason::NotFound, format!("{}: {e}", p.display()));
+    let io = |p: &Path, e: std::io::Error| {
+        stage_error(OP, FailureReason::NotFound, format!("{}: {e}", p.display()))
+    };
     let mut out = Vec::new();
     let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let abs = dir.join(&rel);
-        let mut entries: Vec<_> = std::fs::read_dir(&abs).map_err(|e| io(&abs, e))?.collect::<Result<_, _>>().map_err(|e| io(&abs, e))?;
+        let mut entries: Vec<_> = std::fs::read_dir(&abs)
+            .map_err(|e| io(&abs, e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| io(&abs, e))?;
         entries.sort_by_key(|e| e.file_name());
         for entry in entries {
             let child_rel = rel.join(entry.file_name());
@@ -167,10 +199,23 @@ pub fn read_folder(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure>
                 stack.push(child_rel);
             } else if kind.is_file() {
                 let bytes = std::fs::read(entry.path()).map_err(|e| io(&entry.path(), e))?;
-                let name = child_rel.to_str().ok_or_else(|| stage_error(OP, FailureReason::InvalidRequest, format!("{}: not UTF-8", child_rel.display())))?;
+                let name = child_rel.to_str().ok_or_else(|| {
+                    stage_error(
+                        OP,
+                        FailureReason::InvalidRequest,
+                        format!("{}: not UTF-8", child_rel.display()),
+                    )
+                })?;
                 out.push((name.to_owned(), bytes));
             } else {
-                return Err(stage_error(OP, FailureReason::NotRegularFile, format!("{}: only directories and regular files are staged", entry.path().display())));
+                return Err(stage_error(
+                    OP,
+                    FailureReason::NotRegularFile,
+                    format!(
+                        "{}: only directories and regular files are staged",
+                        entry.path().display()
+                    ),
+                ));
             }
         }
     }
@@ -208,13 +253,26 @@ async fn push(
     for (done, (rel, bytes)) in files.into_iter().enumerate() {
         let path = join_sandbox(mount_path, &rel);
         if !is_normalized(&path) {
-            return Err(SandboxError::invalid_request("write_file", "path", "an absolute normalized path", path).into());
+            return Err(SandboxError::invalid_request(
+                "write_file",
+                "path",
+                "an absolute normalized path",
+                path,
+            )
+            .into());
         }
         let sha256 = sha256_digest(&bytes);
         let size_bytes = bytes.len() as u64;
         adapter.write_file(instance_id, &path, bytes).await?;
-        staged.push(StagedFile { path, size_bytes, sha256 });
-        progress(StageProgress { done: done + 1, total });
+        staged.push(StagedFile {
+            path,
+            size_bytes,
+            sha256,
+        });
+        progress(StageProgress {
+            done: done + 1,
+            total,
+        });
     }
     Ok(staged)
 }

@@ -312,7 +312,11 @@ impl Inner {
 
     /// Mutates every instance `operation` (provision / activate / resume)
     /// returns.
-    pub fn on_instance(&self, operation: &str, f: impl Fn(&mut SandboxInstance) + Send + Sync + 'static) {
+    pub fn on_instance(
+        &self,
+        operation: &str,
+        f: impl Fn(&mut SandboxInstance) + Send + Sync + 'static,
+    ) {
         lock(&self.hooks)
             .instance
             .insert(operation.into(), Box::new(f));
@@ -320,7 +324,11 @@ impl Inner {
 
     /// Mutates every snapshot `operation` (snapshot / clone_snapshot /
     /// release) returns.
-    pub fn on_snapshot(&self, operation: &str, f: impl Fn(&mut SandboxSnapshot) + Send + Sync + 'static) {
+    pub fn on_snapshot(
+        &self,
+        operation: &str,
+        f: impl Fn(&mut SandboxSnapshot) + Send + Sync + 'static,
+    ) {
         lock(&self.hooks)
             .snapshot
             .insert(operation.into(), Box::new(f));
@@ -489,7 +497,12 @@ impl Inner {
         format!("{prefix}-{}", s.next)
     }
 
-    fn instance_from(&self, id: &str, r: &SandboxProvisionRequest, state: InstanceState) -> SandboxInstance {
+    fn instance_from(
+        &self,
+        id: &str,
+        r: &SandboxProvisionRequest,
+        state: InstanceState,
+    ) -> SandboxInstance {
         let env = lock(&self.envelope).clone();
         SandboxInstance {
             instance_id: id.into(),
@@ -531,7 +544,12 @@ impl Inner {
         }
     }
 
-    fn require(&self, operation: &str, instance_id: &str, state: InstanceState) -> Result<SandboxInstance, SandboxError> {
+    fn require(
+        &self,
+        operation: &str,
+        instance_id: &str,
+        state: InstanceState,
+    ) -> Result<SandboxInstance, SandboxError> {
         let store = lock(&self.store);
         let Some((i, _)) = store.instances.get(instance_id) else {
             return Err(SandboxError::SandboxInstanceNotFound {
@@ -539,7 +557,11 @@ impl Inner {
             });
         };
         if i.state != state {
-            return Err(SandboxError::conflict(operation, state.as_str(), i.state.as_str()));
+            return Err(SandboxError::conflict(
+                operation,
+                state.as_str(),
+                i.state.as_str(),
+            ));
         }
         Ok(i.clone())
     }
@@ -691,17 +713,26 @@ impl SandboxProvider for Scripted {
             .insert(id.clone(), (honest.clone(), self.clock.now()));
         let mut returned = honest;
         self.hook_instance(op::PROVISION, &mut returned);
-        Ok(self.0.handoff(op::PROVISION, returned, Undo::RemoveInstance(id)))
+        Ok(self
+            .0
+            .handoff(op::PROVISION, returned, Undo::RemoveInstance(id)))
     }
 
     async fn write_file(&self, request: WriteFileRequest) -> Result<(), SandboxError> {
         self.enter(op::WRITE_FILE).await?;
-        if !lock(&self.store).instances.contains_key(&request.instance_id) {
+        if !lock(&self.store)
+            .instances
+            .contains_key(&request.instance_id)
+        {
             return Err(SandboxError::SandboxInstanceNotFound {
                 instance_id: request.instance_id,
             });
         }
-        self.put_file(&request.instance_id, &request.path, request.content_base64.as_slice());
+        self.put_file(
+            &request.instance_id,
+            &request.path,
+            request.content_base64.as_slice(),
+        );
         Ok(())
     }
 
@@ -710,7 +741,11 @@ impl SandboxProvider for Scripted {
         request: ActivateRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError> {
         self.enter(op::ACTIVATE).await?;
-        self.require(op::ACTIVATE, &request.instance_id, InstanceState::Provisioning)?;
+        self.require(
+            op::ACTIVATE,
+            &request.instance_id,
+            InstanceState::Provisioning,
+        )?;
         let honest = {
             let mut s = lock(&self.store);
             let (i, _) = s.instances.get_mut(&request.instance_id).unwrap();
@@ -719,9 +754,11 @@ impl SandboxProvider for Scripted {
         };
         let mut returned = honest;
         self.hook_instance(op::ACTIVATE, &mut returned);
-        Ok(self
-            .0
-            .handoff(op::ACTIVATE, returned, Undo::Deactivate(request.instance_id)))
+        Ok(self.0.handoff(
+            op::ACTIVATE,
+            returned,
+            Undo::Deactivate(request.instance_id),
+        ))
     }
 
     async fn execute(&self, request: ExecuteRequest) -> Result<SandboxCommandResult, SandboxError> {
@@ -729,10 +766,17 @@ impl SandboxProvider for Scripted {
         self.require(op::EXECUTE, &request.instance_id, InstanceState::Active)?;
         let c = &request.command;
         let (exit, stdout) = match c.executable.as_str() {
-            "echo" => (ExitCause::ExitCode(0), format!("{}\n", c.arguments.join(" ")).into_bytes()),
+            "echo" => (
+                ExitCause::ExitCode(0),
+                format!("{}\n", c.arguments.join(" ")).into_bytes(),
+            ),
             "true" => (ExitCause::ExitCode(0), Vec::new()),
             "false" => (ExitCause::ExitCode(1), Vec::new()),
-            "cat" => match c.arguments.first().and_then(|p| self.file(&request.instance_id, p)) {
+            "cat" => match c
+                .arguments
+                .first()
+                .and_then(|p| self.file(&request.instance_id, p))
+            {
                 Some(content) => (ExitCause::ExitCode(0), content),
                 None => (ExitCause::ExitCode(1), Vec::new()),
             },
@@ -758,7 +802,10 @@ impl SandboxProvider for Scripted {
         Ok(result)
     }
 
-    async fn read_file(&self, request: ReadFileRequest) -> Result<SandboxFileContent, SandboxError> {
+    async fn read_file(
+        &self,
+        request: ReadFileRequest,
+    ) -> Result<SandboxFileContent, SandboxError> {
         self.enter(op::READ_FILE).await?;
         lock(&self.read_file_requests).push(request.clone());
         self.require(op::READ_FILE, &request.instance_id, InstanceState::Active)?;
@@ -777,10 +824,18 @@ impl SandboxProvider for Scripted {
                 content_base64,
             },
             ReadFileOutcome::NotFound { .. } => {
-                return Err(SandboxError::failed(op::READ_FILE, FailureReason::NotFound, request.path))
+                return Err(SandboxError::failed(
+                    op::READ_FILE,
+                    FailureReason::NotFound,
+                    request.path,
+                ))
             }
             ReadFileOutcome::OutsideRoot { .. } => {
-                return Err(SandboxError::failed(op::READ_FILE, FailureReason::OutsideRoot, request.path))
+                return Err(SandboxError::failed(
+                    op::READ_FILE,
+                    FailureReason::OutsideRoot,
+                    request.path,
+                ))
             }
             ReadFileOutcome::NotRegularFile { .. } => {
                 return Err(SandboxError::failed(
@@ -832,7 +887,9 @@ impl SandboxProvider for Scripted {
             .insert(id.clone(), (honest.clone(), files));
         let mut returned = honest;
         self.hook_snapshot(op::SNAPSHOT, &mut returned);
-        Ok(self.0.handoff(op::SNAPSHOT, returned, Undo::RemoveSnapshot(id)))
+        Ok(self
+            .0
+            .handoff(op::SNAPSHOT, returned, Undo::RemoveSnapshot(id)))
     }
 
     async fn clone_snapshot(
@@ -872,7 +929,8 @@ impl SandboxProvider for Scripted {
     ) -> Result<Handoff<ReleaseDisposition>, SandboxError> {
         self.enter(op::RELEASE).await?;
         let source = self.require(op::RELEASE, &request.instance_id, InstanceState::Active)?;
-        let (mut disposition, undo) = match (source.profile.retention, request.snapshot_expires_at) {
+        let (mut disposition, undo) = match (source.profile.retention, request.snapshot_expires_at)
+        {
             (RetentionMode::Durable, Some(expires_at)) => {
                 let id = self.next_id("snap");
                 let mut snapshot = SandboxSnapshot {
@@ -914,7 +972,10 @@ impl SandboxProvider for Scripted {
         Ok(self.0.handoff(op::RELEASE, disposition, undo))
     }
 
-    async fn resume(&self, request: ResumeRequest) -> Result<Handoff<SandboxInstance>, SandboxError> {
+    async fn resume(
+        &self,
+        request: ResumeRequest,
+    ) -> Result<Handoff<SandboxInstance>, SandboxError> {
         self.enter(op::RESUME).await?;
         let Some((_, files)) = lock(&self.store)
             .snapshots
@@ -937,7 +998,9 @@ impl SandboxProvider for Scripted {
         }
         let mut returned = honest;
         self.hook_instance(op::RESUME, &mut returned);
-        Ok(self.0.handoff(op::RESUME, returned, Undo::RemoveInstance(id)))
+        Ok(self
+            .0
+            .handoff(op::RESUME, returned, Undo::RemoveInstance(id)))
     }
 
     async fn destroy(&self, request: DestroyRequest) -> Result<(), SandboxError> {
@@ -1080,7 +1143,11 @@ impl ListProjectDirMember for Scripted {
         request: ListProjectDirRequest,
     ) -> Result<ListProjectDirResult, SandboxError> {
         self.enter(op::LIST_PROJECT_DIR).await?;
-        self.require(op::LIST_PROJECT_DIR, &request.instance_id, InstanceState::Active)?;
+        self.require(
+            op::LIST_PROJECT_DIR,
+            &request.instance_id,
+            InstanceState::Active,
+        )?;
         let mut result = ListProjectDirResult {
             entries: self
                 .files_under(&request.instance_id, &request.root)
@@ -1110,7 +1177,11 @@ impl OpenProcessMember for Scripted {
         request: SandboxProcessRequest,
     ) -> Result<SandboxProcess, SandboxError> {
         self.enter(op::OPEN_PROCESS).await?;
-        let instance = self.require(op::OPEN_PROCESS, &request.instance_id, InstanceState::Active)?;
+        let instance = self.require(
+            op::OPEN_PROCESS,
+            &request.instance_id,
+            InstanceState::Active,
+        )?;
         let mut evidence = SandboxProcessEvidence {
             provider: instance.provider.clone(),
             instance_id: instance.instance_id.clone(),
@@ -1143,9 +1214,16 @@ impl ActiveWriteMember for Scripted {
         request: ActiveWriteRequest,
     ) -> Result<ActiveWriteOutcome, SandboxError> {
         self.enter(op::BEGIN_ACTIVE_WRITE).await?;
-        let instance =
-            self.require(op::BEGIN_ACTIVE_WRITE, &request.instance_id, InstanceState::Active)?;
-        let first = request.files.first().map(|f| f.path.clone()).unwrap_or_default();
+        let instance = self.require(
+            op::BEGIN_ACTIVE_WRITE,
+            &request.instance_id,
+            InstanceState::Active,
+        )?;
+        let first = request
+            .files
+            .first()
+            .map(|f| f.path.clone())
+            .unwrap_or_default();
         let mount_path = instance
             .mounts
             .iter()
@@ -1243,7 +1321,13 @@ pub fn only(f: &SandboxFailure) -> &SandboxError {
 
 /// Asserts `e` is `SandboxProtocolInvalid{operation, field, expected, actual}`.
 #[track_caller]
-pub fn assert_protocol(e: &SandboxError, operation: &str, field: &str, expected: &str, actual: &str) {
+pub fn assert_protocol(
+    e: &SandboxError,
+    operation: &str,
+    field: &str,
+    expected: &str,
+    actual: &str,
+) {
     assert_eq!(
         e,
         &SandboxError::protocol(operation, field, expected, actual),
@@ -1254,7 +1338,13 @@ pub fn assert_protocol(e: &SandboxError, operation: &str, field: &str, expected:
 /// Asserts `e` is `SandboxOperationFailed{operation, invalid_request, field,
 /// expected, actual}`.
 #[track_caller]
-pub fn assert_invalid(e: &SandboxError, operation: &str, field: &str, expected: &str, actual: &str) {
+pub fn assert_invalid(
+    e: &SandboxError,
+    operation: &str,
+    field: &str,
+    expected: &str,
+    actual: &str,
+) {
     assert_eq!(
         e,
         &SandboxError::invalid_request(operation, field, expected, actual),
@@ -1265,7 +1355,11 @@ pub fn assert_invalid(e: &SandboxError, operation: &str, field: &str, expected: 
 /// Asserts `e` is `SandboxLifecycleConflict{operation, expected, actual}`.
 #[track_caller]
 pub fn assert_conflict(e: &SandboxError, operation: &str, expected: &str, actual: &str) {
-    assert_eq!(e, &SandboxError::conflict(operation, expected, actual), "{e}");
+    assert_eq!(
+        e,
+        &SandboxError::conflict(operation, expected, actual),
+        "{e}"
+    );
 }
 
 /// Asserts `e` is `SandboxCapabilityUnavailable{requirement}`.
