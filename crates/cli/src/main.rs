@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cmd;
 
@@ -11,7 +11,19 @@ mod cmd;
 /// provider, run a one-shot workload, inspect what a provider claims, sweep
 /// orphans, and write the machine-readable author kit.
 #[derive(Debug, Parser)]
-#[command(name = "checkfu", version, about, long_about = None)]
+#[command(
+    name = "checkfu",
+    version,
+    about,
+    long_about = None,
+    after_help = "Examples:
+  checkfu sandbox test
+  checkfu sandbox run --provider docker --image \"$(checkfu sandbox fixture | tail -n1)\" -- sh -c 'exit 42'
+  checkfu sandbox capabilities --provider docker
+  checkfu completions bash > /etc/bash_completion.d/checkfu
+
+Set RUST_LOG (e.g. RUST_LOG=debug) for tracing on stderr; it is off by default."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Top,
@@ -19,26 +31,85 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Top {
-    /// Sandbox-provider commands: conformance, faults, author kit.
-    #[command(subcommand)]
+    /// Sandbox-provider commands: conformance, runs, capabilities, cleanup, author kit.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  checkfu sandbox test --provider docker\n  checkfu sandbox run --image demo:1 -- sh -c 'exit 42'"
+    )]
     Sandbox(SandboxCommand),
+    /// Print a shell completion script for bash, zsh or fish.
+    #[command(after_help = "Examples:
+  checkfu completions bash > ~/.local/share/bash-completion/completions/checkfu
+  checkfu completions zsh > \"${fpath[1]}/_checkfu\"
+  checkfu completions fish > ~/.config/fish/completions/checkfu.fish")]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+}
+
+/// Shells `checkfu completions` writes scripts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Debug, Subcommand)]
 enum SandboxCommand {
     /// Run the nine conformance cases against a provider (default: the embedded memory oracle).
     Test(cmd::test::TestArgs),
+    /// Run one workload in a fresh sandbox and exit with its status.
+    Run(cmd::run::RunArgs),
+    /// Show a provider's capability envelope and the conformance tokens it backs.
+    Capabilities(cmd::capabilities::CapabilitiesArgs),
+    /// Sweep orphaned instances and snapshots of the CLI's scope.
+    Cleanup(cmd::cleanup::CleanupArgs),
+    /// Build the offline Docker fixture image when missing and print its pinned reference.
+    Fixture(cmd::fixture::FixtureArgs),
     /// List the memory oracle's named faults: the rule each breaks and the case that catches it.
     Faults(cmd::faults::FaultsArgs),
     /// Write or check the machine-readable author kit (JSON Schema and golden vectors).
     Schema(cmd::schema::SchemaArgs),
 }
 
+/// Tracing to stderr under `RUST_LOG`; off when it is unset or malformed, so
+/// that a failure stays one line.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_tracing();
     match cli.command {
         Top::Sandbox(SandboxCommand::Test(args)) => cmd::test::run(args),
+        Top::Sandbox(SandboxCommand::Run(args)) => cmd::run::run(args),
+        Top::Sandbox(SandboxCommand::Capabilities(args)) => cmd::capabilities::run(args),
+        Top::Sandbox(SandboxCommand::Cleanup(args)) => cmd::cleanup::run(args),
+        Top::Sandbox(SandboxCommand::Fixture(args)) => cmd::fixture::run(args),
         Top::Sandbox(SandboxCommand::Faults(args)) => cmd::faults::run(args),
         Top::Sandbox(SandboxCommand::Schema(args)) => cmd::schema::run(args),
+        Top::Completions { shell } => {
+            let shell = match shell {
+                CompletionShell::Bash => clap_complete::Shell::Bash,
+                CompletionShell::Zsh => clap_complete::Shell::Zsh,
+                CompletionShell::Fish => clap_complete::Shell::Fish,
+            };
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "checkfu",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
     }
 }

@@ -11,14 +11,13 @@
 //! XML, and a table.
 
 pub mod cases;
+pub use checkfu_sandbox_contract::conformance::{evidence, token};
 pub mod context;
-pub mod evidence;
 pub mod faults;
 pub mod git;
 pub mod suite;
 pub mod target;
 pub mod targets;
-pub mod token;
 
 pub use evidence::{CaseFailure, CaseRecord, Evidence, Outcome, Summary, SUITE_REVISION};
 pub use suite::{run_suite, Progress, SuiteError, SuiteOptions};

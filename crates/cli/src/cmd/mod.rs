@@ -1,11 +1,20 @@
 //! One module per `checkfu sandbox` subcommand, and what they share.
 
+use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use checkfu_sandbox_conformance::targets::docker::DockerTarget;
 use checkfu_sandbox_conformance::ConformanceTarget;
 
+pub mod backend;
+pub mod capabilities;
+pub mod cleanup;
+pub mod fail;
 pub mod faults;
+pub mod fixture;
+pub mod outputs;
+pub mod run;
 pub mod schema;
 pub mod test;
 
@@ -29,10 +38,37 @@ pub fn tokio_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         })
 }
 
-/// The Docker conformance target.
-pub async fn docker_target() -> Result<Arc<dyn ConformanceTarget>, String> {
-    Err("the Docker provider is not wired into the CLI yet".into())
+/// Docker targets handed out by [`docker_target`] and not closed yet.
+static DOCKER_TARGETS: Mutex<Vec<Arc<DockerTarget>>> = Mutex::new(Vec::new());
+
+/// The Docker conformance target: the fixture image built from `busybox`
+/// (build progress on stderr), a fresh scope, state directory and network.
+///
+/// # Errors
+/// A message when the daemon, the fixture or the network is unusable.
+pub async fn docker_target(busybox: &Path) -> Result<Arc<dyn ConformanceTarget>, String> {
+    let mut progress = |line: &str| eprintln!("checkfu: fixture: {line}");
+    let target = Arc::new(DockerTarget::new(busybox, &mut progress).await?);
+    DOCKER_TARGETS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(target.clone());
+    Ok(target)
 }
 
-/// Releases what a target holds (Docker: its network and state directory).
-pub async fn close_target(_target: &Arc<dyn ConformanceTarget>) {}
+/// Releases what a target holds (Docker: every object of its scope, its
+/// network and state directory); a failure is reported on stderr.
+pub async fn close_target(target: &Arc<dyn ConformanceTarget>) {
+    let wanted = Arc::as_ptr(target) as *const ();
+    let docker = {
+        let mut held = DOCKER_TARGETS.lock().unwrap_or_else(|e| e.into_inner());
+        held.iter()
+            .position(|d| Arc::as_ptr(d) as *const () == wanted)
+            .map(|i| held.remove(i))
+    };
+    if let Some(docker) = docker {
+        if let Err(message) = docker.close().await {
+            eprintln!("checkfu: closing the docker target: {message}");
+        }
+    }
+}

@@ -37,6 +37,9 @@ pub struct TestArgs {
     /// Write JUnit XML to PATH.
     #[arg(long, value_name = "PATH")]
     pub junit: Option<PathBuf>,
+    /// The static busybox the Docker fixture image is built from.
+    #[arg(long, value_name = "PATH", default_value = checkfu_sandbox_docker::fixture::DEFAULT_BUSYBOX_PATH)]
+    pub busybox: PathBuf,
     /// Each case's deadline, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 180)]
     pub case_timeout: u64,
@@ -65,7 +68,7 @@ pub fn run(args: TestArgs) -> ExitCode {
     runtime.block_on(async move {
         let target: Arc<dyn ConformanceTarget> = match args.provider {
             ProviderArg::Memory => Arc::new(MemoryTarget::with_faults(faults)),
-            ProviderArg::Docker => match super::docker_target().await {
+            ProviderArg::Docker => match super::docker_target(&args.busybox).await {
                 Ok(t) => t,
                 Err(message) => {
                     eprintln!("checkfu: docker: {message}");
@@ -107,6 +110,7 @@ pub fn run(args: TestArgs) -> ExitCode {
         let evidence = match run_suite(target.clone(), &options, &progress).await {
             Ok(e) => e,
             Err(e) => {
+                super::close_target(&target).await;
                 eprintln!("checkfu: {e}");
                 let code = if matches!(e, checkfu_sandbox_conformance::SuiteError::UnknownCase(..))
                 {

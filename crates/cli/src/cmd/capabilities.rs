@@ -1,0 +1,157 @@
+//! `checkfu sandbox capabilities`: what a provider claims, as the runtime
+//! decodes it, and the conformance tokens that envelope can back.
+
+use std::process::ExitCode;
+
+use checkfu_sandbox_conformance::Token;
+use checkfu_sandbox_contract::wire::{decode_capabilities, encode};
+use checkfu_sandbox_contract::{SandboxFailure, SandboxProviderCapabilities};
+use checkfu_sandbox_runtime::SandboxRuntime;
+use serde_json::{json, Value};
+
+use super::backend::Backend;
+use super::fail::Failure;
+use super::ProviderArg;
+
+/// Flags of `checkfu sandbox capabilities`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "The envelope is encoded and decoded through the strict wire codec and \
+registered with the runtime (its cross-field rules are checked) before it is shown. A token is \
+backed when the envelope claims what the token's conformance cases need.
+
+Examples:
+  checkfu sandbox capabilities
+  checkfu sandbox capabilities --provider docker --json
+
+Exit status: 0; 125 when the provider cannot be reached or its envelope is refused."
+)]
+pub struct CapabilitiesArgs {
+    /// Provider to describe.
+    #[arg(long, value_enum, default_value_t = ProviderArg::Memory)]
+    pub provider: ProviderArg,
+    /// Print JSON: {"provider", "capabilities", "tokens": [{"token", "backed", "needs"}]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The envelope of `backend` as the runtime accepted it, decoded from its
+/// wire form.
+///
+/// # Errors
+/// The decode error or the runtime's refusal of the envelope.
+pub fn decoded_envelope(backend: &Backend) -> Result<SandboxProviderCapabilities, SandboxFailure> {
+    let mut runtime = SandboxRuntime::default();
+    runtime.register(backend.provider());
+    let adapter = runtime.adapter(backend.id())?;
+    Ok(decode_capabilities(&encode(adapter.envelope()))?)
+}
+
+/// Each token with whether `envelope` backs it and, if not, what it needs.
+pub fn tokens(envelope: &SandboxProviderCapabilities) -> Vec<(Token, Result<(), String>)> {
+    Token::ALL
+        .into_iter()
+        .map(|t| (t, t.backed_by(envelope)))
+        .collect()
+}
+
+fn render_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .map(|i| match i {
+                    Value::Object(o) if o.contains_key("os") && o.contains_key("architecture") => {
+                        format!(
+                            "{}/{}",
+                            render_value(&o["os"]),
+                            render_value(&o["architecture"])
+                        )
+                    }
+                    other => render_value(other),
+                })
+                .collect();
+            if parts.is_empty() {
+                "(none)".into()
+            } else {
+                parts.join(", ")
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The envelope as `field  value` rows, nested objects flattened with dots.
+pub fn table_rows(envelope: &SandboxProviderCapabilities) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    if let Value::Object(map) = serde_json::to_value(envelope).unwrap_or(Value::Null) {
+        for (key, value) in map {
+            match value {
+                Value::Object(inner) => {
+                    for (k, v) in inner {
+                        rows.push((format!("{key}.{k}"), render_value(&v)));
+                    }
+                }
+                other => rows.push((key, render_value(&other))),
+            }
+        }
+    }
+    rows
+}
+
+/// Runs the command.
+pub fn run(args: CapabilitiesArgs) -> ExitCode {
+    let runtime = match super::tokio_runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(async move {
+        let backend = match Backend::open(args.provider).await {
+            Ok(b) => b,
+            Err(f) => return f.report(),
+        };
+        let envelope = match decoded_envelope(&backend) {
+            Ok(e) => e,
+            Err(f) => return Failure::sandbox(&f).report(),
+        };
+        let tokens = tokens(&envelope);
+        if args.json {
+            let tokens: Vec<Value> = tokens
+                .iter()
+                .map(|(t, backed)| match backed {
+                    Ok(()) => json!({"token": t.as_str(), "backed": true}),
+                    Err(needs) => json!({"token": t.as_str(), "backed": false, "needs": needs}),
+                })
+                .collect();
+            let doc = json!({
+                "provider": backend.id(),
+                "capabilities": envelope,
+                "tokens": tokens,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        } else {
+            let rows = table_rows(&envelope);
+            let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+            println!("provider  {}", backend.id());
+            println!();
+            for (k, v) in rows {
+                println!("{k:<width$}  {v}");
+            }
+            println!();
+            println!("conformance tokens:");
+            let width = Token::ALL
+                .iter()
+                .map(|t| t.as_str().len())
+                .max()
+                .unwrap_or(0);
+            for (t, backed) in tokens {
+                match backed {
+                    Ok(()) => println!("  {:<width$}  backed", t.as_str()),
+                    Err(needs) => println!("  {:<width$}  not backed: needs {needs}", t.as_str()),
+                }
+            }
+        }
+        ExitCode::SUCCESS
+    })
+}

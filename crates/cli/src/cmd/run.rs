@@ -1,0 +1,934 @@
+//! `checkfu sandbox run`: one workload in a fresh sandbox, through the
+//! runtime, from selection to release.
+//!
+//! Flags are parsed into [`RunArgs`], then resolved into [`RunSettings`]
+//! before anything is provisioned: every input the contract would refuse
+//! (a reserved mount path, a missing host folder, an unknown Git revision,
+//! a malformed environment key, too many arguments) fails here with one
+//! line naming it. The flow itself ([`run_flow`]) is a plain async function
+//! over the runtime's [`Adapter`]; [`run`] races it against SIGINT and
+//! SIGTERM and, on a signal, drops it and destroys the instance it tracked.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use checkfu_sandbox_contract::bounds::{
+    is_valid_environment_key, MAX_ARGUMENTS, MAX_ARGUMENT_BYTES, MAX_LIST_ENTRIES,
+    MAX_OUTPUT_LIMIT_BYTES, MAX_READ_FILES_AGGREGATE_BYTES, MAX_READ_FILES_COUNT,
+    ROLLBACK_TIMEOUT_SECONDS,
+};
+use checkfu_sandbox_contract::{
+    ExitCause, MountAccess, NetworkPolicy, ProcessExit, ReadFileOutcome, ReadFilesEntry,
+    ReleaseDisposition, Resources, RetentionMode, SandboxCommand, SandboxError, SandboxFailure,
+    SandboxMount, SandboxProcessRequest, SandboxProfile, SandboxProvisionRequest, SignalName, Tier,
+};
+use checkfu_sandbox_runtime::drivers::{one_shot, DriverError};
+use checkfu_sandbox_runtime::select::check_mount_plan;
+use checkfu_sandbox_runtime::staging::{
+    read_git_blobs, sha256_digest, stage_folder, stage_git, StageProgress,
+};
+use checkfu_sandbox_runtime::{Adapter, Requirements, SandboxRuntime};
+
+use super::backend::{host_platform, Backend};
+use super::fail::{render_failure, Failure};
+use super::outputs::copy_outputs;
+use super::ProviderArg;
+
+/// Exit status of a workload that ran past `--timeout`.
+pub const EXIT_TIMED_OUT: u8 = 124;
+/// Exit status after SIGINT.
+pub const EXIT_SIGINT: u8 = 130;
+/// Exit status after SIGTERM.
+pub const EXIT_SIGTERM: u8 = 143;
+
+/// How long a `--durable` snapshot is retained, in seconds (24 h).
+pub const SNAPSHOT_RETENTION_SECONDS: i64 = 24 * 60 * 60;
+
+/// Slack added to the workload's timeout for the instance's hard expiry,
+/// in seconds: staging, activation, output copy and release fit in it.
+pub const EXPIRY_SLACK_SECONDS: i64 = 60 * 60;
+
+/// Staging shows progress on stderr from this many files of one mount on.
+pub const PROGRESS_FROM_FILES: usize = 100;
+
+/// Flags of `checkfu sandbox run`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  checkfu sandbox fixture                               # build the Docker fixture image once
+  checkfu sandbox run --provider docker --image checkfu-fixture:busybox-<hex> \\
+      --mount ./data:/data:ro --outputs out -- cp /data/x /mnt/session/outputs/y
+  checkfu sandbox run --provider docker --image IMAGE --prompt p.txt -- cat
+  checkfu sandbox run --image demo:1 --env GREETING=hi -- sh -c 'exit 42'
+
+Mounts are copies: every file under HOST_DIR (or of REPO_PATH at REV) is staged into
+the sandbox through writeFile before activation; nothing the workload does reaches
+the host, except what --outputs copies out of /mnt/session/outputs (regular files
+only, never outside DIR). The default mount access is rw. A Git mount is read-only.
+
+Exit status: the workload's own status; 124 when it ran past --timeout; 128+N when
+signal N ended it; 125 when checkfu or the provider failed (one line on stderr: the
+closed error tag, operation, field and values); 126/127 when the command could not be
+executed / was not found (as the sandbox's shell or engine reports them); 2 for a
+flag that does not parse; 130/143 when checkfu itself got SIGINT/SIGTERM (the
+instance is destroyed first).")]
+pub struct RunArgs {
+    /// Provider to run on.
+    #[arg(long, value_enum, default_value_t = ProviderArg::Memory)]
+    pub provider: ProviderArg,
+    /// Root image: `name@sha256:<hex>`, or `name[:tag]` (resolved to its digest first).
+    #[arg(long, value_name = "REF")]
+    pub image: String,
+    /// Stage a host folder as a mount (repeatable).
+    #[arg(long = "mount", value_name = "HOST_DIR:PATH[:ro|rw]")]
+    pub mounts: Vec<String>,
+    /// Stage REPO_PATH (a file or tree; empty for the whole tree) of REV from a Git repository as a read-only mount (repeatable).
+    #[arg(long = "git", value_name = "REPO_DIR:REV:REPO_PATH:MOUNT_PATH")]
+    pub git: Vec<String>,
+    /// Environment of the workload (repeatable); keys match `^[A-Za-z_][A-Za-z0-9_]*$`.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Absolute working directory in the sandbox.
+    #[arg(long, value_name = "PATH", default_value = "/workspace")]
+    pub workdir: String,
+    /// Wall-clock bound of the workload, in seconds (exit 124 past it).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub timeout: u32,
+    /// Bound on each of stdout and stderr, in bytes (at most 16 MiB; not with --prompt).
+    #[arg(long = "output-limit", value_name = "BYTES", default_value_t = MAX_OUTPUT_LIMIT_BYTES)]
+    pub output_limit: u64,
+    /// Copy the regular files of /mnt/session/outputs into DIR afterwards.
+    #[arg(long, value_name = "DIR")]
+    pub outputs: Option<PathBuf>,
+    /// Durable retention: release settles a snapshot (kept 24 h) whose id is printed on stderr.
+    #[arg(long)]
+    pub durable: bool,
+    /// Run through openProcess with the one-shot driver: FILE's bytes on stdin, then end of file (stdout up to 4 MiB).
+    #[arg(long, value_name = "FILE")]
+    pub prompt: Option<PathBuf>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD [ARGS...]")]
+    pub command: Vec<String>,
+}
+
+/// Where a mount's files come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountSource {
+    /// Every regular file under a host folder.
+    Folder(PathBuf),
+    /// A path of a Git revision.
+    Git {
+        /// The repository.
+        repo: PathBuf,
+        /// The revision.
+        rev: String,
+        /// The file or tree in it (empty: the whole tree).
+        repo_path: String,
+    },
+}
+
+/// One mount of the plan, with the flag it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountPlan {
+    /// The flag as given (`--mount ./data:/data:ro`).
+    pub input: String,
+    /// Where the files come from.
+    pub source: MountSource,
+    /// The declared mount.
+    pub mount: SandboxMount,
+}
+
+/// Everything `run` needs, validated.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// The provider.
+    pub provider: ProviderArg,
+    /// The image as given.
+    pub image: String,
+    /// The mount plan, `--mount` flags first, then `--git`.
+    pub mounts: Vec<MountPlan>,
+    /// The command (executable, arguments, directory, environment, bounds).
+    pub command: SandboxCommand,
+    /// Where to copy the output tree.
+    pub outputs: Option<PathBuf>,
+    /// Durable retention.
+    pub durable: bool,
+    /// The prompt's bytes, for the one-shot driver.
+    pub prompt: Option<Vec<u8>>,
+}
+
+fn parse_access(mode: &str) -> Option<MountAccess> {
+    match mode {
+        "ro" => Some(MountAccess::ReadOnly),
+        "rw" => Some(MountAccess::ReadWrite),
+        _ => None,
+    }
+}
+
+/// Splits `HOST_DIR:PATH[:ro|rw]`.
+fn parse_mount(text: &str) -> Result<(PathBuf, String, MountAccess), Failure> {
+    let usage = || {
+        Failure::usage(format!(
+            "--mount {text}: expected HOST_DIR:PATH[:ro|rw] with an absolute PATH"
+        ))
+    };
+    let (rest, access) = match text.rsplit_once(':') {
+        Some((rest, mode)) if parse_access(mode).is_some() && rest.contains(':') => {
+            (rest, parse_access(mode).ok_or_else(usage)?)
+        }
+        _ => (text, MountAccess::ReadWrite),
+    };
+    let (host, path) = rest.rsplit_once(':').ok_or_else(usage)?;
+    if host.is_empty() || !path.starts_with('/') {
+        return Err(usage());
+    }
+    Ok((PathBuf::from(host), path.to_owned(), access))
+}
+
+/// Splits `REPO_DIR:REV:REPO_PATH:MOUNT_PATH` from the right, so the
+/// repository path may itself contain colons.
+fn parse_git(text: &str) -> Result<(PathBuf, String, String, String), Failure> {
+    let usage = || {
+        Failure::usage(format!(
+            "--git {text}: expected REPO_DIR:REV:REPO_PATH:MOUNT_PATH with an absolute MOUNT_PATH"
+        ))
+    };
+    let mut parts = text.rsplitn(4, ':');
+    let mount = parts.next().ok_or_else(usage)?;
+    let repo_path = parts.next().ok_or_else(usage)?;
+    let rev = parts.next().ok_or_else(usage)?;
+    let repo = parts.next().ok_or_else(usage)?;
+    if repo.is_empty() || rev.is_empty() || !mount.starts_with('/') {
+        return Err(usage());
+    }
+    Ok((
+        PathBuf::from(repo),
+        rev.to_owned(),
+        repo_path.to_owned(),
+        mount.to_owned(),
+    ))
+}
+
+impl RunSettings {
+    /// Validates the flags. Nothing is provisioned and no provider is
+    /// contacted.
+    ///
+    /// # Errors
+    /// A usage failure (exit 2) for a flag that does not parse; a 125
+    /// failure naming the input for one the contract refuses.
+    pub fn resolve(args: RunArgs) -> Result<RunSettings, Failure> {
+        let mut mounts = Vec::new();
+        for text in &args.mounts {
+            let (host, path, access) = parse_mount(text)?;
+            let input = format!("--mount {text}");
+            match std::fs::metadata(&host) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(Failure::input(
+                        &input,
+                        &SandboxError::failed(
+                            "stage_folder",
+                            checkfu_sandbox_contract::FailureReason::NotFound,
+                            format!("{}: not a directory", host.display()),
+                        )
+                        .into(),
+                    ))
+                }
+                Err(e) => {
+                    return Err(Failure::input(
+                        &input,
+                        &SandboxError::failed(
+                            "stage_folder",
+                            checkfu_sandbox_contract::FailureReason::NotFound,
+                            format!("{}: {e}", host.display()),
+                        )
+                        .into(),
+                    ))
+                }
+            }
+            mounts.push(MountPlan {
+                input,
+                source: MountSource::Folder(host),
+                mount: SandboxMount { path, access },
+            });
+        }
+        for text in &args.git {
+            let (repo, rev, repo_path, path) = parse_git(text)?;
+            let input = format!("--git {text}");
+            // Resolves the revision and path now, so that a missing one
+            // fails before anything is provisioned.
+            read_git_blobs(&repo, &rev, &repo_path).map_err(|f| Failure::input(&input, &f))?;
+            mounts.push(MountPlan {
+                input,
+                source: MountSource::Git {
+                    repo,
+                    rev,
+                    repo_path,
+                },
+                mount: SandboxMount {
+                    path,
+                    access: MountAccess::ReadOnly,
+                },
+            });
+        }
+        for plan in &mounts {
+            check_mount_plan(std::slice::from_ref(&plan.mount))
+                .map_err(|e| Failure::input(&plan.input, &e.into()))?;
+        }
+        let declared: Vec<SandboxMount> = mounts.iter().map(|m| m.mount.clone()).collect();
+        check_mount_plan(&declared).map_err(|e| Failure::from(SandboxFailure::from(e)))?;
+
+        let mut environment = BTreeMap::new();
+        for text in &args.env {
+            let (key, value) = text
+                .split_once('=')
+                .ok_or_else(|| Failure::usage(format!("--env {text}: expected KEY=VALUE")))?;
+            if !is_valid_environment_key(key) {
+                return Err(Failure::input(
+                    &format!("--env {text}"),
+                    &SandboxError::invalid_request(
+                        "execute",
+                        "command.environment",
+                        "keys matching ^[A-Za-z_][A-Za-z0-9_]*$",
+                        key,
+                    )
+                    .into(),
+                ));
+            }
+            environment.insert(key.to_owned(), value.to_owned());
+        }
+
+        let (executable, arguments) = match args.command.split_first() {
+            Some((first, rest)) if !first.is_empty() => (first.clone(), rest.to_vec()),
+            _ => return Err(Failure::usage("expected a command after --")),
+        };
+        let refuse = |field: &str, expected: String, actual: String| {
+            Failure::from(SandboxError::invalid_request(
+                "execute", field, expected, actual,
+            ))
+        };
+        if arguments.len() > MAX_ARGUMENTS {
+            return Err(refuse(
+                "command.arguments",
+                format!("at most {MAX_ARGUMENTS} arguments"),
+                format!("{} arguments", arguments.len()),
+            ));
+        }
+        for (i, a) in std::iter::once(&executable).chain(&arguments).enumerate() {
+            if a.len() > MAX_ARGUMENT_BYTES || a.contains('\0') {
+                let field = if i == 0 {
+                    "command.executable".to_owned()
+                } else {
+                    format!("command.arguments[{}]", i - 1)
+                };
+                return Err(refuse(
+                    &field,
+                    format!("at most {MAX_ARGUMENT_BYTES} bytes without NUL"),
+                    format!("{} bytes", a.len()),
+                ));
+            }
+        }
+        if !args.workdir.starts_with('/') {
+            return Err(refuse(
+                "command.working_directory",
+                "an absolute path".into(),
+                args.workdir.clone(),
+            ));
+        }
+        if args.timeout == 0 {
+            return Err(refuse(
+                "command.timeout_seconds",
+                "at least 1".into(),
+                "0".into(),
+            ));
+        }
+        if args.output_limit > MAX_OUTPUT_LIMIT_BYTES {
+            return Err(refuse(
+                "command.output_limit_bytes",
+                format!("at most {MAX_OUTPUT_LIMIT_BYTES}"),
+                args.output_limit.to_string(),
+            ));
+        }
+        if let Some(dir) = &args.outputs {
+            if dir.exists() && !dir.is_dir() {
+                return Err(Failure::checkfu(format!(
+                    "--outputs {}: exists and is not a directory",
+                    dir.display()
+                )));
+            }
+        }
+        let prompt = match &args.prompt {
+            None => None,
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                Failure::checkfu(format!("--prompt {}: cannot read: {e}", path.display()))
+            })?),
+        };
+        Ok(RunSettings {
+            provider: args.provider,
+            image: args.image,
+            mounts,
+            command: SandboxCommand {
+                executable,
+                arguments,
+                working_directory: args.workdir,
+                environment,
+                stdin_base64: None,
+                timeout_seconds: args.timeout,
+                output_limit_bytes: args.output_limit,
+            },
+            outputs: args.outputs,
+            durable: args.durable,
+            prompt,
+        })
+    }
+}
+
+/// The instance a run holds, so that a signal can destroy it.
+#[derive(Debug, Clone, Default)]
+pub struct Tracked(Arc<Mutex<Option<(Adapter, String)>>>);
+
+impl Tracked {
+    fn set(&self, adapter: &Adapter, instance_id: &str) {
+        *self.lock() = Some((adapter.clone(), instance_id.to_owned()));
+    }
+
+    fn clear(&self) {
+        *self.lock() = None;
+    }
+
+    fn take(&self) -> Option<(Adapter, String)> {
+        self.lock().take()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Adapter, String)>> {
+        // A poisoned lock only means a panic elsewhere; the value is sound.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Destroys `instance_id`, bounded at 30 s; reports a failure on stderr.
+async fn destroy_bounded(adapter: &Adapter, instance_id: &str) {
+    let bound = Duration::from_secs(ROLLBACK_TIMEOUT_SECONDS);
+    match tokio::time::timeout(bound, adapter.destroy(instance_id)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(f)) => eprintln!("checkfu: destroy {instance_id}: {}", render_failure(&f)),
+        Err(_) => eprintln!(
+            "checkfu: destroy {instance_id}: did not settle within {} s; `checkfu sandbox cleanup` reclaims it after its expiry",
+            bound.as_secs()
+        ),
+    }
+}
+
+/// The exit status of a command's settlement.
+pub fn exit_status(exit: ExitCause) -> u8 {
+    match exit {
+        ExitCause::ExitCode(c) => c,
+        ExitCause::Signal(s) => 128u8.saturating_add(signal_number(s)),
+        ExitCause::TimedOut => EXIT_TIMED_OUT,
+    }
+}
+
+/// The Linux number of a signal name (0 for `SIGOTHER`, whose number is
+/// unknown: the status is then 128).
+pub fn signal_number(s: SignalName) -> u8 {
+    match s {
+        SignalName::Sighup => 1,
+        SignalName::Sigint => 2,
+        SignalName::Sigquit => 3,
+        SignalName::Sigill => 4,
+        SignalName::Sigtrap => 5,
+        SignalName::Sigabrt => 6,
+        SignalName::Sigbus => 7,
+        SignalName::Sigfpe => 8,
+        SignalName::Sigkill => 9,
+        SignalName::Sigusr1 => 10,
+        SignalName::Sigsegv => 11,
+        SignalName::Sigusr2 => 12,
+        SignalName::Sigpipe => 13,
+        SignalName::Sigalrm => 14,
+        SignalName::Sigterm => 15,
+        SignalName::Sigxcpu => 24,
+        SignalName::Sigxfsz => 25,
+        SignalName::Other => 0,
+    }
+}
+
+fn stage_progress(mount_path: String) -> impl Fn(StageProgress) + Send + Sync {
+    let last_decile = Mutex::new(0usize);
+    move |p: StageProgress| {
+        if p.total < PROGRESS_FROM_FILES {
+            return;
+        }
+        let decile = p.done * 10 / p.total.max(1);
+        let mut last = last_decile.lock().unwrap_or_else(|e| e.into_inner());
+        if decile > *last || p.done == p.total {
+            *last = decile;
+            eprintln!(
+                "checkfu: staging {mount_path}: {}/{} files",
+                p.done, p.total
+            );
+        }
+    }
+}
+
+/// The profile of a CLI run: the root image is the derived image, network
+/// `none`, the workload's timeout as the longest command.
+pub fn profile(
+    settings: &RunSettings,
+    image_digest: checkfu_sandbox_contract::Digest,
+) -> SandboxProfile {
+    SandboxProfile {
+        profile_id: "checkfu-cli-run".into(),
+        profile_version: 1,
+        profile_digest: image_digest,
+        retention: if settings.durable {
+            RetentionMode::Durable
+        } else {
+            RetentionMode::EphemeralZdr
+        },
+        network_policy: NetworkPolicy::None,
+        max_duration_seconds: settings.command.timeout_seconds,
+        resources: Resources::default(),
+        packages: Vec::new(),
+    }
+}
+
+/// Selects, provisions, stages, activates, runs, copies the outputs,
+/// releases. Returns the exit status: the workload's, or 125 with one line
+/// already printed. The instance is tracked in `tracked` from provision
+/// until it is released or destroyed.
+pub async fn run_flow(settings: RunSettings, backend: Backend, tracked: Tracked) -> u8 {
+    match flow(&settings, &backend, &tracked).await {
+        Ok(code) => code,
+        Err(failure) => {
+            if let Some((adapter, id)) = tracked.take() {
+                destroy_bounded(&adapter, &id).await;
+            }
+            let _ = std::io::stdout().flush();
+            failure.report();
+            failure.code
+        }
+    }
+}
+
+async fn flow(settings: &RunSettings, backend: &Backend, tracked: &Tracked) -> Result<u8, Failure> {
+    let root_image = backend.resolve_image(&settings.image).await?;
+    eprintln!("checkfu: image {}", root_image.as_str());
+
+    let mut runtime = SandboxRuntime::new(backend.clock());
+    runtime.register(backend.provider());
+    let profile = profile(settings, root_image.digest());
+    let platform = host_platform();
+    let declared: Vec<SandboxMount> = settings.mounts.iter().map(|m| m.mount.clone()).collect();
+    let mut needs =
+        Requirements::for_profile(&profile, Tier::Container, platform, declared.clone());
+    needs.physically_contained_file_read = settings.outputs.is_some();
+    let adapter = runtime.select(&needs)?;
+
+    let now = runtime.clock().now();
+    let run_id = format!("cli-{}-{}", std::process::id(), now.unix_millis());
+    let request = SandboxProvisionRequest {
+        provider: adapter.provider_id().to_owned(),
+        placement: adapter.envelope().placement,
+        workspace_id: "cli".into(),
+        session_id: run_id.clone(),
+        run_id: run_id.clone(),
+        attempt_id: "1".into(),
+        lease_id: run_id.clone(),
+        lease_epoch: 1,
+        target: Tier::Container,
+        profile,
+        platform,
+        root_image,
+        mounts: declared,
+        expires_at: now
+            .add_seconds(i64::from(settings.command.timeout_seconds) + EXPIRY_SLACK_SECONDS),
+    };
+    let instance = adapter.provision(request).await?;
+    let id = instance.instance_id.clone();
+    tracked.set(&adapter, &id);
+    tracing::info!(instance_id = %id, "provisioned");
+
+    for plan in &settings.mounts {
+        let progress = stage_progress(plan.mount.path.clone());
+        let staged = match &plan.source {
+            MountSource::Folder(dir) => {
+                stage_folder(&adapter, &id, dir, &plan.mount.path, &progress).await
+            }
+            MountSource::Git {
+                repo,
+                rev,
+                repo_path,
+            } => {
+                stage_git(
+                    &adapter,
+                    &id,
+                    repo,
+                    rev,
+                    repo_path,
+                    &plan.mount.path,
+                    &progress,
+                )
+                .await
+            }
+        };
+        staged.map_err(|f| Failure::input(&plan.input, &f))?;
+    }
+    adapter.activate(&id).await?;
+    tracing::info!(instance_id = %id, "workload started");
+
+    let code = match &settings.prompt {
+        None => {
+            let result = adapter.execute(&id, settings.command.clone()).await?;
+            if let Some((code, message)) =
+                engine_start_failure(adapter.provider_id(), result.exit, &result.stdout_base64.0)
+            {
+                eprintln!("checkfu: {message}");
+                return finish(&adapter, &id, settings, &runtime, tracked, code).await;
+            }
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&result.stdout_base64.0);
+            let _ = out.flush();
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(&result.stderr_base64.0);
+            let _ = err.flush();
+            if result.exit == ExitCause::TimedOut {
+                eprintln!(
+                    "checkfu: the workload timed out after {} s",
+                    settings.command.timeout_seconds
+                );
+            }
+            exit_status(result.exit)
+        }
+        Some(prompt) => one_shot_run(&adapter, &id, settings, prompt).await?,
+    };
+    finish(&adapter, &id, settings, &runtime, tracked, code).await
+}
+
+/// Copies the outputs, releases and destroys; returns `code`.
+async fn finish(
+    adapter: &Adapter,
+    id: &str,
+    settings: &RunSettings,
+    runtime: &SandboxRuntime,
+    tracked: &Tracked,
+    code: u8,
+) -> Result<u8, Failure> {
+    let id = id.to_owned();
+    if let Some(dir) = &settings.outputs {
+        copy_outputs(adapter, &id, dir).await?;
+    }
+
+    if settings.durable {
+        let expires = runtime
+            .clock()
+            .now()
+            .add_seconds(SNAPSHOT_RETENTION_SECONDS);
+        match adapter.release(&id, Some(expires)).await? {
+            ReleaseDisposition::Released { snapshot } => {
+                eprintln!(
+                    "checkfu: snapshot {} (expires {})",
+                    snapshot.snapshot_id, snapshot.expires_at
+                );
+            }
+            ReleaseDisposition::Destroyed => {}
+        }
+    } else {
+        adapter.release(&id, None).await?;
+    }
+    tracked.clear();
+    // Release settled; destroy is idempotent and makes sure no container or
+    // host directory of the instance outlives the run.
+    destroy_bounded(adapter, &id).await;
+    Ok(code)
+}
+
+/// Docker's engine reports an exec that could not start with status 126 and
+/// its own `OCI runtime exec failed: ...` message on the exec's output.
+/// Container tools map the engine's "not found" to 127 and anything else
+/// (permission denied, ...) to 126; so does checkfu, and the engine's
+/// message goes to stderr instead of the workload's stdout. Returns the
+/// status and the message, or `None` for a workload that started.
+pub fn engine_start_failure(
+    provider: &str,
+    exit: ExitCause,
+    stdout: &[u8],
+) -> Option<(u8, String)> {
+    const OCI: &[u8] = b"OCI runtime exec failed";
+    if provider != checkfu_sandbox_docker::provider::PROVIDER_ID
+        || exit != ExitCause::ExitCode(126)
+        || !stdout.starts_with(OCI)
+    {
+        return None;
+    }
+    let message = String::from_utf8_lossy(stdout).trim().to_owned();
+    let not_found = message.contains("executable file not found")
+        || message.contains("no such file or directory");
+    Some((if not_found { 127 } else { 126 }, message))
+}
+
+async fn one_shot_run(
+    adapter: &Adapter,
+    id: &str,
+    settings: &RunSettings,
+    prompt: &[u8],
+) -> Result<u8, Failure> {
+    let c = &settings.command;
+    let process = adapter
+        .open_process(SandboxProcessRequest {
+            instance_id: id.to_owned(),
+            executable: c.executable.clone(),
+            arguments: c.arguments.clone(),
+            working_directory: c.working_directory.clone(),
+            environment: c.environment.clone(),
+        })
+        .await?;
+    let handle = process.handle.clone();
+    let bound = Duration::from_secs(u64::from(c.timeout_seconds));
+    let result = match tokio::time::timeout(bound, one_shot(process, prompt)).await {
+        Ok(r) => r,
+        Err(_) => {
+            let _ = handle.destroy().await;
+            eprintln!(
+                "checkfu: the workload timed out after {} s",
+                c.timeout_seconds
+            );
+            return Ok(EXIT_TIMED_OUT);
+        }
+    };
+    match result {
+        Ok(r) => {
+            if let ProcessExit::ExitCode(status) = r.exit {
+                if let Some((code, message)) = engine_start_failure(
+                    adapter.provider_id(),
+                    ExitCause::ExitCode(status),
+                    &r.stdout,
+                ) {
+                    eprintln!("checkfu: {message}");
+                    return Ok(code);
+                }
+            }
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&r.stdout);
+            let _ = out.flush();
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(&r.stderr);
+            let _ = err.flush();
+            Ok(match r.exit {
+                ProcessExit::ExitCode(code) => code,
+                ProcessExit::Signal(s) => 128u8.saturating_add(signal_number(s)),
+            })
+        }
+        Err(DriverError::StdoutTooLarge { limit_bytes }) => {
+            Err(Failure::from(SandboxError::SandboxOutputLimitExceeded {
+                stream: checkfu_sandbox_contract::OutputStream::Stdout,
+                limit_bytes,
+            }))
+        }
+        Err(DriverError::Sandbox(f)) => Err(Failure::sandbox(&f)),
+        Err(e) => {
+            let _ = handle.destroy().await;
+            Err(Failure::from(SandboxError::failed(
+                "one_shot",
+                checkfu_sandbox_contract::FailureReason::ProviderError,
+                e.to_string(),
+            )))
+        }
+    }
+}
+
+/// Which signal stopped checkfu.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Interrupt,
+    Terminate,
+}
+
+async fn stop_signal() -> std::io::Result<Stop> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = int.recv() => Ok(Stop::Interrupt),
+        _ = term.recv() => Ok(Stop::Terminate),
+    }
+}
+
+/// Runs the command.
+pub fn run(args: RunArgs) -> ExitCode {
+    let settings = match RunSettings::resolve(args) {
+        Ok(s) => s,
+        Err(f) => return f.report(),
+    };
+    let runtime = match super::tokio_runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let code = runtime.block_on(async move {
+        // Signal handlers first, so that no signal between provision and
+        // tracking goes unobserved.
+        let stop = stop_signal();
+        tokio::pin!(stop);
+        let backend = tokio::select! {
+            b = Backend::open(settings.provider) => match b {
+                Ok(b) => b,
+                Err(f) => return f.report_code(),
+            },
+            s = &mut stop => return stopped(s, None).await,
+        };
+        let tracked = Tracked::default();
+        let flow = run_flow(settings, backend, tracked.clone());
+        tokio::select! {
+            code = flow => code,
+            s = &mut stop => stopped(s, tracked.take()).await,
+        }
+    });
+    ExitCode::from(code)
+}
+
+async fn stopped(signal: std::io::Result<Stop>, tracked: Option<(Adapter, String)>) -> u8 {
+    let code = match signal {
+        Ok(Stop::Interrupt) => EXIT_SIGINT,
+        Ok(Stop::Terminate) => EXIT_SIGTERM,
+        Err(e) => {
+            eprintln!("checkfu: cannot watch for signals: {e}");
+            return super::fail::EXIT_CHECKFU;
+        }
+    };
+    match tracked {
+        Some((adapter, id)) => {
+            eprintln!("checkfu: interrupted; destroying instance {id}");
+            destroy_bounded(&adapter, &id).await;
+        }
+        None => eprintln!("checkfu: interrupted"),
+    }
+    code
+}
+
+impl Failure {
+    fn report_code(&self) -> u8 {
+        self.report();
+        self.code
+    }
+}
+
+/// Budget groups for readFiles: at most 1,024 files and 128 MiB each.
+pub fn read_groups(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut total: u64 = 0;
+    for (i, size) in sizes.iter().enumerate() {
+        let full = i - start >= MAX_READ_FILES_COUNT
+            || total.saturating_add(*size) > MAX_READ_FILES_AGGREGATE_BYTES;
+        if full && i > start {
+            out.push(start..i);
+            start = i;
+            total = 0;
+        }
+        total = total.saturating_add(*size);
+    }
+    if start < sizes.len() {
+        out.push(start..sizes.len());
+    }
+    out
+}
+
+/// Reads `entries` (path, size) through readFiles in budget groups,
+/// checking each content against the listing's digest.
+///
+/// # Errors
+/// The runtime's errors; `SandboxProtocolInvalid{copy_outputs}` for a file
+/// that changed between listing and reading.
+pub async fn read_listed(
+    adapter: &Adapter,
+    instance_id: &str,
+    entries: &[checkfu_sandbox_contract::DirEntry],
+) -> Result<Vec<Vec<u8>>, SandboxFailure> {
+    let sizes: Vec<u64> = entries.iter().map(|e| e.size_bytes).collect();
+    let mut out = Vec::with_capacity(entries.len());
+    for group in read_groups(&sizes) {
+        let files: Vec<ReadFilesEntry> = entries[group.clone()]
+            .iter()
+            .map(|e| ReadFilesEntry {
+                path: e.path.clone(),
+                maximum_bytes: e.size_bytes,
+            })
+            .collect();
+        let outcomes = adapter.read_files(instance_id, files).await?;
+        for (entry, outcome) in entries[group].iter().zip(outcomes) {
+            let bytes = match outcome {
+                ReadFileOutcome::Read { content_base64, .. } => content_base64.0,
+                other => {
+                    return Err(SandboxError::protocol(
+                        "copy_outputs",
+                        entry.path.clone(),
+                        "a regular file as listed",
+                        format!("{other:?}"),
+                    )
+                    .into())
+                }
+            };
+            let digest = sha256_digest(&bytes);
+            if digest != entry.sha256 {
+                return Err(SandboxError::protocol(
+                    "copy_outputs",
+                    entry.path.clone(),
+                    entry.sha256.as_str(),
+                    digest.as_str(),
+                )
+                .into());
+            }
+            out.push(bytes);
+        }
+    }
+    Ok(out)
+}
+
+/// Most entries the output copy lists.
+pub const OUTPUT_LIST_ENTRIES: u32 = MAX_LIST_ENTRIES;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_flags_parse_from_the_right() {
+        assert_eq!(
+            parse_mount("./data:/data:ro").unwrap(),
+            ("./data".into(), "/data".into(), MountAccess::ReadOnly)
+        );
+        assert_eq!(
+            parse_mount("a:b:/data").unwrap(),
+            ("a:b".into(), "/data".into(), MountAccess::ReadWrite)
+        );
+        assert_eq!(parse_mount("/data").unwrap_err().code, 2);
+        assert_eq!(parse_mount("./d:data").unwrap_err().code, 2);
+        assert_eq!(
+            parse_git("/r:HEAD::/src").unwrap(),
+            ("/r".into(), "HEAD".into(), String::new(), "/src".into())
+        );
+        assert_eq!(parse_git("/r:HEAD:/src").unwrap_err().code, 2);
+    }
+
+    #[test]
+    fn statuses_follow_container_tools() {
+        assert_eq!(exit_status(ExitCause::ExitCode(42)), 42);
+        assert_eq!(exit_status(ExitCause::TimedOut), 124);
+        assert_eq!(exit_status(ExitCause::Signal(SignalName::Sigkill)), 137);
+        assert_eq!(exit_status(ExitCause::Signal(SignalName::Sigterm)), 143);
+    }
+
+    #[test]
+    fn read_groups_respect_both_budgets() {
+        let sizes = vec![1u64; 2_500];
+        let groups = read_groups(&sizes);
+        assert_eq!(groups, vec![0..1024, 1024..2048, 2048..2500]);
+        let mib = 1024 * 1024;
+        let big = vec![16 * mib; 9];
+        assert_eq!(read_groups(&big), vec![0..8, 8..9]);
+        assert!(read_groups(&[]).is_empty());
+    }
+}

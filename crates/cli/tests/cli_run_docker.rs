@@ -1,0 +1,261 @@
+//! `checkfu sandbox run` end to end on the local Docker daemon (gated: see
+//! `common::docker`). Every test removes what it created and checks that
+//! nothing of its scope is left.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+#[test]
+fn docker_outputs_are_copied_from_a_read_only_mount() {
+    let Some(env) = docker("docker_outputs") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let x = pattern(200_000);
+    write(&data, "x", &x);
+    let out = tmp.path().join("out");
+    let o = output(env.run(&[
+        "--mount",
+        &format!("{}:/data:ro", data.display()),
+        "--outputs",
+        out.to_str().unwrap(),
+        "--",
+        "cp",
+        "/data/x",
+        "/mnt/session/outputs/y",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(
+        std::fs::read(out.join("y")).unwrap() == x,
+        "out/y differs from data/x"
+    );
+    let o = output(env.run(&[
+        "--mount",
+        &format!("{}:/data:ro", data.display()),
+        "--",
+        "touch",
+        "/data/new",
+    ]));
+    assert_ne!(code(&o), 0, "a ro mount is sealed: {}", describe(&o));
+    env.finish();
+}
+
+#[test]
+fn docker_exit_statuses() {
+    let Some(env) = docker("docker_exit") else {
+        return;
+    };
+    let o = output(env.run(&["--", "sh", "-c", "exit 42"]));
+    assert_eq!(code(&o), 42, "{}", describe(&o));
+    let o = output(env.run(&["--", "no-such-command"]));
+    assert_eq!(code(&o), 127, "{}", describe(&o));
+    assert_eq!(
+        stdout(&o),
+        "",
+        "the engine's message is not workload output"
+    );
+    assert!(
+        stderr(&o).contains("executable file not found"),
+        "{}",
+        describe(&o)
+    );
+    let o = output(env.run(&["--", "/etc/passwd"]));
+    assert_eq!(code(&o), 126, "{}", describe(&o));
+    let o = output(env.run(&["--timeout", "1", "--", "sleep", "30"]));
+    assert_eq!(code(&o), 124, "{}", describe(&o));
+    let o = output(env.run(&["--", "sh", "-c", "kill -KILL $$"]));
+    assert_eq!(code(&o), 137, "{}", describe(&o));
+    let o = output(env.run(&["--env", "GREETING=hi", "--", "env"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(stdout(&o).contains("GREETING=hi"), "{}", describe(&o));
+    env.finish();
+}
+
+#[test]
+fn docker_unknown_image_fails_with_one_line() {
+    let Some(env) = docker("docker_unknown_image") else {
+        return;
+    };
+    let mut c = env.checkfu();
+    c.args([
+        "sandbox",
+        "run",
+        "--provider",
+        "docker",
+        "--image",
+        "checkfu-no-such-image:never",
+        "--",
+        "true",
+    ]);
+    let o = output(&mut c);
+    assert_one_line_failure(
+        &o,
+        125,
+        &[
+            "SandboxCapabilityUnavailable: requirement base_image",
+            "checkfu-no-such-image:never",
+        ],
+    );
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", describe(&o));
+    env.finish();
+}
+
+#[test]
+fn docker_prompt_round_trips_three_mib() {
+    let Some(env) = docker("docker_prompt") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let prompt = pattern(3 * 1024 * 1024);
+    let p = write(tmp.path(), "p.txt", &prompt);
+    let o = output(env.run(&["--prompt", p.to_str().unwrap(), "--", "cat"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(
+        o.stdout == prompt,
+        "stdout differs ({} bytes)",
+        o.stdout.len()
+    );
+    env.finish();
+}
+
+#[test]
+fn docker_sigint_leaves_no_container() {
+    let Some(env) = docker("docker_sigint") else {
+        return;
+    };
+    let w = Watched::spawn(&mut env.run(&["--", "sleep", "60"]));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while env.containers().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no container appeared: {:#?}",
+            w.seen
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Let the workload start inside the container.
+    std::thread::sleep(Duration::from_millis(1_000));
+    w.interrupt();
+    let (status, lines) = w.finish(Duration::from_secs(60));
+    assert_eq!(status, 130, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("interrupted; destroying instance")),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        env.containers(),
+        Vec::<String>::new(),
+        "a container of the run is left"
+    );
+    env.finish();
+}
+
+#[test]
+fn docker_bad_input_provisions_nothing() {
+    let Some(env) = docker("docker_bad_input") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mount = format!("{}:/proc/x", tmp.path().display());
+    let o = output(env.run(&["--mount", &mount, "--", "true"]));
+    assert_one_line_failure(&o, 125, &["requirement mounts", &mount]);
+    let o = output(env.run(&["--env", "A-B=1", "--", "true"]));
+    assert_one_line_failure(&o, 125, &["field command.environment"]);
+    assert_eq!(env.containers(), Vec::<String>::new());
+    let o = output(env.checkfu().args([
+        "sandbox",
+        "cleanup",
+        "--provider",
+        "docker",
+        "--older-than",
+        "0s",
+        "--dry-run",
+    ]));
+    assert_eq!(stdout(&o), "", "{}", describe(&o));
+    env.finish();
+}
+
+#[test]
+fn docker_durable_snapshot_is_swept_by_cleanup() {
+    let Some(env) = docker("docker_durable") else {
+        return;
+    };
+    let o = output(env.run(&[
+        "--durable",
+        "--",
+        "sh",
+        "-c",
+        "echo kept > /mnt/session/outputs/f",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let line = stderr(&o)
+        .lines()
+        .find(|l| l.starts_with("checkfu: snapshot "))
+        .unwrap_or_else(|| panic!("no snapshot line: {}", describe(&o)))
+        .to_owned();
+    let id = line.split_whitespace().nth(2).unwrap().to_owned();
+    assert_eq!(
+        env.containers(),
+        Vec::<String>::new(),
+        "the instance is gone"
+    );
+    let dry = output(env.checkfu().args([
+        "sandbox",
+        "cleanup",
+        "--provider",
+        "docker",
+        "--older-than",
+        "0s",
+        "--dry-run",
+    ]));
+    assert_eq!(code(&dry), 0, "{}", describe(&dry));
+    assert_eq!(stdout(&dry), format!("would remove snapshot {id}\n"));
+    assert!(!env.images().is_empty(), "dry-run removed nothing");
+    let kept = output(
+        env.checkfu()
+            .args(["sandbox", "cleanup", "--provider", "docker"]),
+    );
+    assert_eq!(code(&kept), 0, "{}", describe(&kept));
+    assert_eq!(stdout(&kept), "", "a fresh snapshot is not an orphan of 1h");
+    let swept = output(env.checkfu().args([
+        "sandbox",
+        "cleanup",
+        "--provider",
+        "docker",
+        "--older-than",
+        "0s",
+    ]));
+    assert_eq!(code(&swept), 0, "{}", describe(&swept));
+    assert_eq!(stdout(&swept), format!("removed snapshot {id}\n"));
+    assert_eq!(env.images(), Vec::<String>::new());
+    env.finish();
+}
+
+#[test]
+fn docker_prompt_mode_statuses() {
+    let Some(env) = docker("docker_prompt_status") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let p = write(tmp.path(), "p.txt", b"hello\n");
+    let prompt = p.to_str().unwrap();
+    let o = output(env.run(&["--prompt", prompt, "--", "sh", "-c", "cat; exit 7"]));
+    assert_eq!(code(&o), 7, "{}", describe(&o));
+    assert_eq!(stdout(&o), "hello\n");
+    let o = output(env.run(&["--prompt", prompt, "--", "no-such-command"]));
+    assert_eq!(code(&o), 127, "{}", describe(&o));
+    assert_eq!(
+        stdout(&o),
+        "",
+        "the engine's message is not workload output"
+    );
+    let o = output(env.run(&["--prompt", prompt, "--timeout", "1", "--", "sleep", "30"]));
+    assert_eq!(code(&o), 124, "{}", describe(&o));
+    env.finish();
+}

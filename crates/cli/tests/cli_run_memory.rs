@@ -1,0 +1,247 @@
+//! `checkfu sandbox run` end to end on the embedded memory oracle.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn run_memory(args: &[&str]) -> std::process::Command {
+    let mut c = checkfu();
+    c.args([
+        "sandbox",
+        "run",
+        "--provider",
+        "memory",
+        "--image",
+        "demo:1",
+    ])
+    .args(args);
+    c
+}
+
+#[test]
+fn outputs_are_copied_from_a_read_only_mount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let x = pattern(70_000);
+    write(&data, "x", &x);
+    write(&data, "sub/z", b"nested");
+    let out = tmp.path().join("out");
+    let o = output(run_memory(&[
+        "--mount",
+        &format!("{}:/data:ro", data.display()),
+        "--outputs",
+        out.to_str().unwrap(),
+        "--",
+        "cp",
+        "/data/x",
+        "/mnt/session/outputs/y",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(std::fs::read(out.join("y")).unwrap(), x);
+    assert!(
+        stderr(&o).contains("checkfu: image demo@sha256:"),
+        "{}",
+        describe(&o)
+    );
+}
+
+#[test]
+fn the_workload_status_is_the_exit_status() {
+    let o = output(run_memory(&["--", "sh", "-c", "exit 42"]));
+    assert_eq!(code(&o), 42, "{}", describe(&o));
+    let o = output(run_memory(&["--", "no-such-command"]));
+    assert_eq!(code(&o), 127, "{}", describe(&o));
+    let o = output(run_memory(&["--", "true"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+}
+
+#[test]
+fn stdout_stderr_and_environment_reach_the_caller() {
+    let o = output(run_memory(&["--env", "GREETING=hello world", "--", "env"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(
+        stdout(&o).contains("GREETING=hello world"),
+        "{}",
+        describe(&o)
+    );
+    let o = output(run_memory(&["--", "cat", "/nope"]));
+    assert_ne!(code(&o), 0);
+    assert!(stderr(&o).contains("/nope"), "{}", describe(&o));
+}
+
+#[test]
+fn a_timed_out_workload_exits_124() {
+    let o = output(run_memory(&["--timeout", "1", "--", "sleep", "30"]));
+    assert_eq!(code(&o), 124, "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("timed out after 1 s"),
+        "{}",
+        describe(&o)
+    );
+}
+
+#[test]
+fn a_prompt_goes_to_stdin_and_stdout_comes_back_byte_for_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prompt = pattern(3 * 1024 * 1024);
+    let p = write(tmp.path(), "p.txt", &prompt);
+    let o = output(run_memory(&["--prompt", p.to_str().unwrap(), "--", "cat"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(
+        o.stdout == prompt,
+        "stdout differs ({} bytes)",
+        o.stdout.len()
+    );
+}
+
+#[test]
+fn a_git_revision_stages_as_a_read_only_mount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let head = git_repo(&repo, &[("docs/a.txt", b"from git\n")]);
+    let o = output(run_memory(&[
+        "--git",
+        &format!("{}:{head}:docs:/src", repo.display()),
+        "--",
+        "cat",
+        "/src/a.txt",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(stdout(&o), "from git\n");
+    let o = output(run_memory(&[
+        "--git",
+        &format!("{}:{head}:docs:/src", repo.display()),
+        "--",
+        "touch",
+        "/src/new",
+    ]));
+    assert_ne!(code(&o), 0, "a git mount is read-only: {}", describe(&o));
+}
+
+#[test]
+fn durable_runs_print_the_snapshot_id() {
+    let o = output(run_memory(&["--durable", "--", "true"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("checkfu: snapshot mem-snap-"),
+        "{}",
+        describe(&o)
+    );
+}
+
+#[test]
+fn bad_input_fails_with_one_line_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mount = format!("{}:/tmp/x", data.display());
+    let o = output(run_memory(&["--mount", &mount, "--", "true"]));
+    assert_one_line_failure(
+        &o,
+        125,
+        &[
+            "SandboxCapabilityUnavailable: requirement mounts",
+            "reserved root /tmp",
+            &mount,
+        ],
+    );
+
+    let missing = format!("{}:/data", tmp.path().join("missing").display());
+    let o = output(run_memory(&["--mount", &missing, "--", "true"]));
+    assert_one_line_failure(
+        &o,
+        125,
+        &["operation stage_folder", "reason not_found", &missing],
+    );
+
+    let repo = tmp.path().join("repo");
+    git_repo(&repo, &[("a", b"a")]);
+    let git = format!("{}:no-such-rev::/src", repo.display());
+    let o = output(run_memory(&["--git", &git, "--", "true"]));
+    assert_one_line_failure(&o, 125, &["operation stage_git", "no-such-rev", &git]);
+
+    let o = output(run_memory(&["--env", "1BAD=x", "--", "true"]));
+    assert_one_line_failure(
+        &o,
+        125,
+        &[
+            "reason invalid_request",
+            "field command.environment",
+            "actual 1BAD",
+        ],
+    );
+
+    let many: Vec<String> = (0..257).map(|i| i.to_string()).collect();
+    let mut c = run_memory(&["--", "echo"]);
+    c.args(&many);
+    let o = output(&mut c);
+    assert_one_line_failure(
+        &o,
+        125,
+        &[
+            "field command.arguments",
+            "at most 256 arguments",
+            "actual 257 arguments",
+        ],
+    );
+
+    let o = output(run_memory(&["--mount", "no-colon", "--", "true"]));
+    assert_one_line_failure(&o, 2, &["--mount no-colon"]);
+    let o = output(run_memory(&["--env", "NOEQUALS", "--", "true"]));
+    assert_one_line_failure(&o, 2, &["--env NOEQUALS"]);
+    let o = output(run_memory(&["--output-limit", "99999999999", "--", "true"]));
+    assert_one_line_failure(&o, 125, &["field command.output_limit_bytes"]);
+    let o = output(checkfu().args(["sandbox", "run", "--image", "demo:1", "true"]));
+    assert_eq!(code(&o), 2, "the command needs --: {}", describe(&o));
+}
+
+#[test]
+fn sigint_destroys_the_instance_and_exits_130() {
+    let mut c = run_memory(&["--", "sleep", "60"]);
+    c.env("RUST_LOG", "checkfu=info");
+    let mut w = Watched::spawn(&mut c);
+    w.wait_for_line("workload started", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(300));
+    w.interrupt();
+    let (status, lines) = w.finish(Duration::from_secs(30));
+    assert_eq!(status, 130, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("interrupted; destroying instance mem-inst-")),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn staging_many_files_shows_progress_on_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    for i in 0..150 {
+        write(
+            &data,
+            &format!("d{}/f{i}", i % 7),
+            format!("{i}").as_bytes(),
+        );
+    }
+    let o = output(run_memory(&[
+        "--mount",
+        &format!("{}:/data:ro", data.display()),
+        "--",
+        "cat",
+        "/data/d3/f10",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(stdout(&o), "10");
+    let err = stderr(&o);
+    assert!(
+        err.contains("checkfu: staging /data: 15/150 files"),
+        "{err}"
+    );
+    assert!(
+        err.contains("checkfu: staging /data: 150/150 files"),
+        "{err}"
+    );
+}

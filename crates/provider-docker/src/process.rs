@@ -1,0 +1,133 @@
+//! openProcess over a streaming exec ([`crate::daemon::exec_streaming`]).
+//!
+//! The provider keeps at most one live process per instance: the
+//! reservation is taken before the exec starts and released when the
+//! process settles its exit or is destroyed. No idle timeout and no output
+//! ceiling are imposed; stdout is lossless with backpressure, stderr is
+//! bounded and best effort (diagnostic).
+
+use std::io;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::{
+    ControlSignal, FailureReason, ProcessControl, ProcessExit, SandboxError, SandboxProcess,
+    SandboxProcessEvidence, SignalName,
+};
+use futures_util::{StreamExt, TryStreamExt};
+use tokio_util::compat::TokioAsyncWriteCompatExt;
+
+use crate::daemon::{self, ProcessSignal, StreamingExec};
+use crate::provider::Inner;
+
+/// Bound on a process teardown (kill, then wait for the exit).
+const DESTROY_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+struct Control {
+    inner: Arc<Inner>,
+    instance_id: String,
+    reservation: u64,
+    control: daemon::ProcessControl,
+}
+
+fn exit_of(exit: daemon::ProcessExit) -> Result<ProcessExit, SandboxError> {
+    match exit {
+        daemon::ProcessExit::Code(code) => {
+            u8::try_from(code).map(ProcessExit::ExitCode).map_err(|_| {
+                SandboxError::failed(
+                    op::OPEN_PROCESS,
+                    FailureReason::ProviderError,
+                    format!("exit code {code} out of range"),
+                )
+            })
+        }
+        daemon::ProcessExit::Signaled(sig) => {
+            Ok(ProcessExit::Signal(SignalName::from_number(sig.number())))
+        }
+        daemon::ProcessExit::Unknown => Err(SandboxError::failed(
+            op::OPEN_PROCESS,
+            FailureReason::ProviderError,
+            "the daemon reported no exit code",
+        )),
+    }
+}
+
+#[async_trait]
+impl ProcessControl for Control {
+    async fn wait(&self) -> Result<ProcessExit, SandboxError> {
+        exit_of(self.control.wait().await)
+    }
+
+    async fn signal(&self, signal: ControlSignal) -> Result<(), SandboxError> {
+        let s = match signal {
+            ControlSignal::Sigint => ProcessSignal::Interrupt,
+            ControlSignal::Sigterm => ProcessSignal::Terminate,
+            ControlSignal::Sigkill => ProcessSignal::Kill,
+        };
+        self.control.signal(s).map_err(|e| {
+            SandboxError::failed(
+                op::OPEN_PROCESS,
+                FailureReason::ProviderError,
+                e.to_string(),
+            )
+        })
+    }
+
+    async fn destroy(&self) -> Result<(), SandboxError> {
+        let settled = self.control.destroy(DESTROY_BOUND).await;
+        self.inner
+            .release_process(&self.instance_id, self.reservation);
+        match settled {
+            Some(_) => Ok(()),
+            None => Err(SandboxError::failed(
+                op::OPEN_PROCESS,
+                FailureReason::TimedOut,
+                format!(
+                    "the process did not exit within {} s of SIGKILL",
+                    DESTROY_BOUND.as_secs()
+                ),
+            )),
+        }
+    }
+}
+
+/// Turns a started exec into the contract's live process and arranges for
+/// the reservation to be released when it exits.
+pub(crate) fn wrap(
+    inner: Arc<Inner>,
+    instance_id: String,
+    reservation: u64,
+    exec: StreamingExec,
+    evidence: SandboxProcessEvidence,
+) -> SandboxProcess {
+    let StreamingExec {
+        stdin,
+        stdout,
+        stderr,
+        control,
+    } = exec;
+    {
+        let inner = inner.clone();
+        let control = control.clone();
+        let instance_id = instance_id.clone();
+        tokio::spawn(async move {
+            control.wait().await;
+            inner.release_process(&instance_id, reservation);
+        });
+    }
+    let output = stdout.map(Ok::<Vec<u8>, io::Error>).into_async_read();
+    let error = stderr.map(Ok::<Vec<u8>, io::Error>).into_async_read();
+    SandboxProcess {
+        input: Box::pin(stdin.compat_write()),
+        output: Box::pin(output),
+        error: Box::pin(error),
+        control: Arc::new(Control {
+            inner,
+            instance_id,
+            reservation,
+            control,
+        }),
+        evidence,
+    }
+}

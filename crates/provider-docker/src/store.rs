@@ -1,0 +1,580 @@
+//! The provider's state directory: one record file per instance and per
+//! snapshot, the host directories bind-mounted into containers, and the
+//! snapshot archives.
+//!
+//! # Layout
+//!
+//! ```text
+//! <state_dir>/instances/<instance_id>/instance.json    InstanceRecord
+//! <state_dir>/instances/<instance_id>/mounts/<index>/  host dir of request.mounts[index]
+//! <state_dir>/instances/<instance_id>/outputs/         host dir of /mnt/session/outputs
+//! <state_dir>/snapshots/<snapshot_id>/snapshot.json    SnapshotRecord
+//! <state_dir>/snapshots/<snapshot_id>/mounts/<index>.tar
+//! <state_dir>/snapshots/<snapshot_id>/outputs.tar
+//! ```
+//!
+//! Only `mounts/<index>` and `outputs` are ever bind-mounted; the record
+//! files sit beside them, out of the workload's reach, so they are read and
+//! written with ordinary path-based calls. Everything *inside* a bound
+//! directory is workload-controlled and is only touched through descriptor
+//! based, contained operations ([`write_beneath`], [`ensure_dir_beneath`],
+//! [`crate::contained`]).
+//!
+//! The records are the provider's on-disk format (revision
+//! [`RECORD_REVISION`]), not a wire type: they let a freshly constructed
+//! provider (a restarted Runner) find every instance, including ones still
+//! in `provisioning` that have no container yet, with no side database.
+
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
+use checkfu_sandbox_contract::{
+    InstanceState, MountAccess, SandboxProvisionRequest, SandboxSnapshot, Timestamp,
+};
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::contained::{self, ContainedError, WalkEntry};
+
+/// Revision of the on-disk record format.
+pub const RECORD_REVISION: u32 = 1;
+/// File name of an instance record.
+pub const INSTANCE_RECORD: &str = "instance.json";
+/// File name of a snapshot record.
+pub const SNAPSHOT_RECORD: &str = "snapshot.json";
+
+/// What the provider keeps about one instance, written at provision (the
+/// container only exists from activation on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceRecord {
+    /// [`RECORD_REVISION`].
+    pub record_revision: u32,
+    /// The provider scope that owns the instance.
+    pub scope: String,
+    /// The instance id.
+    pub instance_id: String,
+    /// When the provider allocated it (the provider's clock).
+    pub created_at: Timestamp,
+    /// `provisioning` until the container started.
+    pub state: InstanceState,
+    /// The provision (or resume) request, echoed by every returned instance.
+    pub request: SandboxProvisionRequest,
+    /// The image the container runs (`sha256:<id>` or a tag).
+    pub image: String,
+    /// An image reference this instance owns and removes when destroyed
+    /// (the per-instance tag of a resumed snapshot image).
+    #[serde(default)]
+    pub owned_image: Option<String>,
+    /// When resumed: the snapshot it was rehydrated from.
+    #[serde(default)]
+    pub resumed_from: Option<String>,
+}
+
+/// One archived host directory of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchivedMount {
+    /// The mount path in the sandbox.
+    pub path: String,
+    /// Its access mode in the source instance.
+    pub access: MountAccess,
+    /// Archive file name relative to the snapshot directory.
+    pub archive: String,
+}
+
+/// What the provider keeps about one snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotRecord {
+    /// [`RECORD_REVISION`].
+    pub record_revision: u32,
+    /// The provider scope that owns the snapshot.
+    pub scope: String,
+    /// The snapshot reference as returned.
+    pub snapshot: SandboxSnapshot,
+    /// The image tag holding the committed container file system.
+    pub image: String,
+    /// The archived mounts.
+    pub mounts: Vec<ArchivedMount>,
+    /// Archive of the output tree, relative to the snapshot directory.
+    pub outputs_archive: String,
+}
+
+/// Paths of the state directory.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+impl Layout {
+    /// A layout rooted at `state_dir`.
+    pub fn new(state_dir: PathBuf) -> Self {
+        Layout { root: state_dir }
+    }
+
+    /// The state directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<state_dir>/instances`.
+    pub fn instances(&self) -> PathBuf {
+        self.root.join("instances")
+    }
+
+    /// `<state_dir>/snapshots`.
+    pub fn snapshots(&self) -> PathBuf {
+        self.root.join("snapshots")
+    }
+
+    /// The directory of one instance.
+    pub fn instance_dir(&self, id: &str) -> PathBuf {
+        self.instances().join(id)
+    }
+
+    /// The record of one instance.
+    pub fn instance_record(&self, id: &str) -> PathBuf {
+        self.instance_dir(id).join(INSTANCE_RECORD)
+    }
+
+    /// The host directory of `request.mounts[index]`.
+    pub fn mount_dir(&self, id: &str, index: usize) -> PathBuf {
+        self.instance_dir(id).join("mounts").join(index.to_string())
+    }
+
+    /// The host directory of the output tree.
+    pub fn outputs_dir(&self, id: &str) -> PathBuf {
+        self.instance_dir(id).join("outputs")
+    }
+
+    /// The directory of one snapshot.
+    pub fn snapshot_dir(&self, id: &str) -> PathBuf {
+        self.snapshots().join(id)
+    }
+
+    /// The record of one snapshot.
+    pub fn snapshot_record(&self, id: &str) -> PathBuf {
+        self.snapshot_dir(id).join(SNAPSHOT_RECORD)
+    }
+}
+
+static ID_COUNTER: AtomicU64 = AtomicU64::new(0);
+const ID_HEX: usize = 24;
+
+/// A fresh id `<prefix>-<24 hex>`: SHA-256 over the process id, a counter,
+/// the wall clock and `salt`.
+pub fn fresh_id(prefix: &str, salt: &str) -> String {
+    let n = ID_COUNTER.fetch_add(1, Ordering::SeqCst);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let digest = Sha256::digest(format!("{salt}/{}/{n}/{nanos}", std::process::id()).as_bytes());
+    let hex = crate::fixture::hex(&digest);
+    format!("{prefix}-{}", &hex[..ID_HEX])
+}
+
+/// Whether `id` has the shape [`fresh_id`] gives with `prefix`. Ids from
+/// requests are checked with this before they are joined to any path.
+pub fn is_id(prefix: &str, id: &str) -> bool {
+    id.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|hex| {
+            hex.len() == ID_HEX && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+}
+
+/// Reads a JSON record; `Ok(None)` when the file does not exist.
+///
+/// # Errors
+///
+/// A message for unreadable or undecodable files.
+pub fn read_record<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("record {} is invalid: {e}", path.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("record {} is unreadable: {e}", path.display())),
+    }
+}
+
+/// Writes a JSON record atomically (temporary file, fsync, rename).
+///
+/// # Errors
+///
+/// The underlying i/o error.
+pub fn write_record<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    let tmp = path.with_extension("json.tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// Creates the directory `dir` holding `record_name` (and an empty
+/// `mounts` directory) in one step: everything is prepared under a
+/// temporary sibling name that is then renamed to `dir`, so a sweep never
+/// sees the directory without its record.
+///
+/// # Errors
+///
+/// The underlying i/o error (`dir` existing already included).
+pub fn publish_dir<T: Serialize>(dir: &Path, record_name: &str, record: &T) -> io::Result<()> {
+    let parent = dir
+        .parent()
+        .ok_or_else(|| io::Error::other("a record directory needs a parent"))?;
+    let name = dir
+        .file_name()
+        .ok_or_else(|| io::Error::other("a record directory needs a name"))?;
+    let tmp = parent.join(format!(".{}.tmp", name.to_string_lossy()));
+    std::fs::create_dir(&tmp)?;
+    let res = (|| {
+        std::fs::create_dir(tmp.join("mounts"))?;
+        write_record(&tmp.join(record_name), record)?;
+        std::fs::rename(&tmp, dir)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    res
+}
+
+/// Where a sandbox path lives: the output tree or a declared mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Home {
+    /// `/mnt/session/outputs`.
+    Output,
+    /// `request.mounts[index]`.
+    Mount(usize),
+}
+
+/// Whether `path` is `root` or below it (both normalized, absolute).
+pub fn is_within(path: &str, root: &str) -> bool {
+    path == root
+        || (path.len() > root.len()
+            && path.starts_with(root)
+            && (root == "/" || path.as_bytes()[root.len()] == b'/'))
+}
+
+/// The deepest mount (or the output tree) containing `path`, with its root.
+pub fn home_of<'a>(request: &'a SandboxProvisionRequest, path: &str) -> Option<(Home, &'a str)> {
+    if is_within(path, OUTPUT_PATH) {
+        return Some((Home::Output, OUTPUT_PATH));
+    }
+    request
+        .mounts
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| is_within(path, &m.path))
+        .max_by_key(|(_, m)| m.path.len())
+        .map(|(i, m)| (Home::Mount(i), m.path.as_str()))
+}
+
+/// The home whose root is exactly `root`.
+pub fn home_at(request: &SandboxProvisionRequest, root: &str) -> Option<Home> {
+    if root == OUTPUT_PATH {
+        return Some(Home::Output);
+    }
+    request
+        .mounts
+        .iter()
+        .position(|m| m.path == root)
+        .map(Home::Mount)
+}
+
+/// `path` relative to `root` (`None` when it is not strictly below it or
+/// holds anything but normal components).
+pub fn relative_to(path: &str, root: &str) -> Option<PathBuf> {
+    let rest = path.strip_prefix(root)?.strip_prefix('/')?;
+    let rel = PathBuf::from(rest);
+    let normal =
+        rel.components().count() > 0 && rel.components().all(|c| matches!(c, Component::Normal(_)));
+    normal.then_some(rel)
+}
+
+fn map_errno(path: &Path, e: rustix::io::Errno) -> ContainedError {
+    use rustix::io::Errno;
+    let path = path.to_path_buf();
+    match e {
+        Errno::XDEV | Errno::LOOP => ContainedError::OutsideRoot { path },
+        Errno::NOENT => ContainedError::NotFound { path },
+        Errno::NOTDIR => ContainedError::NotRegularFile { path },
+        other => ContainedError::Io {
+            path,
+            source: io::Error::from(other),
+        },
+    }
+}
+
+fn chown_fd(fd: BorrowedFd<'_>, owner: Option<u32>, path: &Path) -> Result<(), ContainedError> {
+    if let Some(uid) = owner {
+        std::os::unix::fs::fchown(fd, Some(uid), Some(uid)).map_err(|source| {
+            ContainedError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Opens (creating when missing, mode 0755, owned by `owner`) every
+/// directory of `components` beneath `root`, refusing any symlink on the
+/// way (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), and returns the last one.
+fn open_dirs_creating(
+    root: BorrowedFd<'_>,
+    components: &[&OsStr],
+    owner: Option<u32>,
+    rel: &Path,
+) -> Result<OwnedFd, ContainedError> {
+    let mut dir = rustix::io::fcntl_dupfd_cloexec(root, 0).map_err(|e| map_errno(rel, e))?;
+    for name in components {
+        let created = match rustix::fs::mkdirat(&dir, *name, Mode::from_raw_mode(0o755)) {
+            Ok(()) => true,
+            Err(rustix::io::Errno::EXIST) => false,
+            Err(e) => return Err(map_errno(rel, e)),
+        };
+        let next = rustix::fs::openat2(
+            &dir,
+            *name,
+            // No O_NOFOLLOW: with O_DIRECTORY it turns a symlink into
+            // ENOTDIR; RESOLVE_NO_SYMLINKS refuses it as ELOOP instead.
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| map_errno(rel, e))?;
+        if created {
+            chown_fd(next.as_fd(), owner, rel)?;
+        }
+        dir = next;
+    }
+    Ok(dir)
+}
+
+fn split_components(rel: &Path) -> Result<Vec<&OsStr>, ContainedError> {
+    let mut out = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) if !n.as_bytes().contains(&0) => out.push(n),
+            _ => {
+                return Err(ContainedError::InvalidPath {
+                    path: rel.to_path_buf(),
+                })
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(ContainedError::InvalidPath {
+            path: rel.to_path_buf(),
+        });
+    }
+    Ok(out)
+}
+
+/// Creates the directory `rel` (and its parents) beneath `root` without
+/// following any symlink; new directories get `owner`.
+///
+/// # Errors
+///
+/// [`ContainedError::OutsideRoot`] when a component is a symlink,
+/// [`ContainedError::NotRegularFile`] when one is not a directory, `Io`
+/// otherwise.
+pub fn ensure_dir_beneath(
+    root: &Path,
+    rel: &Path,
+    owner: Option<u32>,
+) -> Result<(), ContainedError> {
+    let root_fd = contained::open_root(root)?;
+    let comps = split_components(rel)?;
+    open_dirs_creating(root_fd.as_fd(), &comps, owner, rel).map(drop)
+}
+
+/// Writes `content` at `rel` beneath `root`: parents are created (mode
+/// 0755, `owner`) without following symlinks, the bytes go to a fresh
+/// temporary file (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0644, `owner`)
+/// that is then renamed over the name. A symlink at the name is replaced,
+/// never followed; a directory there is refused.
+///
+/// # Errors
+///
+/// [`ContainedError::OutsideRoot`] for a symlink among the parents,
+/// [`ContainedError::NotRegularFile`] when a parent is not a directory or
+/// the name is a directory, `InvalidPath`, `Io`.
+pub fn write_beneath(
+    root: &Path,
+    rel: &Path,
+    content: &[u8],
+    owner: Option<u32>,
+) -> Result<(), ContainedError> {
+    let root_fd = contained::open_root(root)?;
+    let comps = split_components(rel)?;
+    let (name, parents) = comps
+        .split_last()
+        .ok_or_else(|| ContainedError::InvalidPath {
+            path: rel.to_path_buf(),
+        })?;
+    let dir = open_dirs_creating(root_fd.as_fd(), parents, owner, rel)?;
+    let tmp = format!(".checkfu-write-{}", fresh_id("t", &rel.to_string_lossy()));
+    let fd = rustix::fs::openat(
+        &dir,
+        tmp.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .map_err(|e| map_errno(rel, e))?;
+    let result = (|| {
+        let mut file = std::fs::File::from(fd);
+        file.write_all(content)
+            .and_then(|()| file.flush())
+            .map_err(|source| ContainedError::Io {
+                path: rel.to_path_buf(),
+                source,
+            })?;
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(0o644)).map_err(|e| map_errno(rel, e))?;
+        chown_fd(file.as_fd(), owner, rel)?;
+        rustix::fs::renameat(&dir, tmp.as_str(), &dir, *name).map_err(|e| match e {
+            rustix::io::Errno::ISDIR | rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST => {
+                ContainedError::NotRegularFile {
+                    path: rel.to_path_buf(),
+                }
+            }
+            other => map_errno(rel, other),
+        })
+    })();
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), rustix::fs::AtFlags::empty());
+    }
+    result
+}
+
+/// Gives every entry under `root` (and `root` itself) to `uid:uid`, never
+/// following a symlink. Used on freshly extracted snapshot trees before any
+/// container can see them.
+///
+/// # Errors
+///
+/// As [`contained::walk`], plus `Io` when a chown fails.
+pub fn chown_tree(root: &Path, uid: u32) -> Result<(), ContainedError> {
+    let root_fd = contained::open_root(root)?;
+    chown_fd(root_fd.as_fd(), Some(uid), Path::new("."))?;
+    let base = root_fd.as_fd();
+    let owner = Some(rustix::fs::Uid::from_raw(uid));
+    let group = Some(rustix::fs::Gid::from_raw(uid));
+    contained::walk(base, usize::MAX, &mut |entry| {
+        let path = match &entry {
+            WalkEntry::Directory { path, .. }
+            | WalkEntry::RegularFile { path, .. }
+            | WalkEntry::Symlink { path, .. }
+            | WalkEntry::Special { path, .. } => path.to_path_buf(),
+        };
+        rustix::fs::chownat(
+            base,
+            &path,
+            owner,
+            group,
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| ContainedError::Io {
+            path,
+            source: io::Error::from(e),
+        })
+    })
+}
+
+/// The directories to pre-create inside a parent mount's host directory so
+/// that a nested mount has its mount point (runc cannot create one inside a
+/// read-only bind). Returns `(parent index, relative path)` pairs.
+pub fn nested_mount_points(request: &SandboxProvisionRequest) -> Vec<(usize, PathBuf)> {
+    let mut out = Vec::new();
+    for (j, m) in request.mounts.iter().enumerate() {
+        let parent = request
+            .mounts
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| *i != j && p.path != m.path && is_within(&m.path, &p.path))
+            .max_by_key(|(_, p)| p.path.len());
+        if let Some((i, p)) = parent {
+            if let Some(rel) = relative_to(&m.path, &p.path) {
+                out.push((i, rel));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(fresh_id(&format!("checkfu-store-{tag}"), tag));
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    #[test]
+    fn ids_have_a_checked_shape() {
+        let id = fresh_id("i", "x");
+        assert!(is_id("i", &id), "{id}");
+        assert!(!is_id("s", &id));
+        assert_ne!(id, fresh_id("i", "x"));
+        for bad in [
+            "",
+            "i-",
+            "i-../../etc",
+            "i-ABCDEFABCDEFABCDEFABCDEF",
+            "x-0123",
+        ] {
+            assert!(!is_id("i", bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn within_and_relative() {
+        assert!(is_within("/a/b", "/a"));
+        assert!(is_within("/a", "/a"));
+        assert!(!is_within("/ab", "/a"));
+        assert_eq!(relative_to("/a/b/c", "/a"), Some(PathBuf::from("b/c")));
+        assert_eq!(relative_to("/a", "/a"), None);
+        assert_eq!(relative_to("/a/../x", "/a"), None);
+    }
+
+    #[test]
+    fn writes_stay_beneath_and_replace_links() {
+        let base = scratch("write");
+        let root = base.join("root");
+        std::fs::create_dir(&root).unwrap();
+        let outside = base.join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        write_beneath(&root, Path::new("a/b/f.txt"), b"one", None).unwrap();
+        assert_eq!(std::fs::read(root.join("a/b/f.txt")).unwrap(), b"one");
+        // A symlinked parent is refused.
+        std::os::unix::fs::symlink(&outside, root.join("esc")).unwrap();
+        let e = write_beneath(&root, Path::new("esc/f.txt"), b"x", None).unwrap_err();
+        assert!(matches!(e, ContainedError::OutsideRoot { .. }), "{e}");
+        assert!(!outside.join("f.txt").exists());
+        // A symlink as the name is replaced, not followed.
+        std::os::unix::fs::symlink(outside.join("target"), root.join("link")).unwrap();
+        write_beneath(&root, Path::new("link"), b"two", None).unwrap();
+        assert!(!outside.join("target").exists());
+        assert_eq!(std::fs::read(root.join("link")).unwrap(), b"two");
+        // A directory as the name is refused.
+        let e = write_beneath(&root, Path::new("a"), b"x", None).unwrap_err();
+        assert!(matches!(e, ContainedError::NotRegularFile { .. }), "{e}");
+        ensure_dir_beneath(&root, Path::new("d/e"), None).unwrap();
+        assert!(root.join("d/e").is_dir());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}

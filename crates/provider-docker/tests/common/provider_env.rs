@@ -1,0 +1,212 @@
+//! A [`DockerProvider`] with a unique scope and state directory behind the
+//! runtime's [`Adapter`], swept and leak-checked on drop.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use checkfu_sandbox_contract::*;
+use checkfu_sandbox_docker::provider::{host_platform, LABEL_SCOPE};
+use checkfu_sandbox_docker::{daemon, DockerConfig, DockerProvider};
+use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
+use sha2::Digest as _;
+
+/// A provider under test.
+pub struct ProviderEnv {
+    pub provider: DockerProvider,
+    pub adapter: Adapter,
+    pub root_image: ImageReference,
+    pub scope: String,
+    pub state_dir: PathBuf,
+}
+
+impl ProviderEnv {
+    /// Connects (or skips, see [`super::docker_or_skip`]) and builds the
+    /// fixture.
+    pub async fn new(test: &str) -> Option<ProviderEnv> {
+        let docker = super::docker_or_skip(test).await?;
+        let pinned = super::fixture_ref(&docker).await;
+        let unique = super::unique(test);
+        let hash = checkfu_sandbox_docker::fixture::hex(&sha2::Sha256::digest(unique.as_bytes()));
+        let scope = format!("t-{}", &hash[..16]);
+        let state_dir = std::env::temp_dir().join(format!("checkfu-provider-{scope}"));
+        let provider = DockerProvider::with_docker(
+            docker,
+            DockerConfig {
+                state_dir: state_dir.clone(),
+                scope: scope.clone(),
+                clock: Arc::new(SystemClock),
+            },
+        )
+        .expect("provider");
+        let mut runtime = SandboxRuntime::new(Arc::new(SystemClock));
+        runtime.register(Arc::new(provider.clone()));
+        let adapter = runtime.adapter("docker").expect("adapter");
+        Some(ProviderEnv {
+            provider,
+            adapter,
+            root_image: ImageReference::parse(&pinned).unwrap(),
+            scope,
+            state_dir,
+        })
+    }
+
+    pub fn profile(&self, retention: RetentionMode) -> SandboxProfile {
+        SandboxProfile {
+            profile_id: "provider-test".into(),
+            profile_version: 3,
+            profile_digest: Digest::from_sha256_bytes(sha2::Sha256::digest(b"profile").into()),
+            retention,
+            network_policy: NetworkPolicy::None,
+            max_duration_seconds: 120,
+            resources: Resources {
+                cpu_millis: Some(1000),
+                memory_bytes: Some(256 << 20),
+                pids: Some(256),
+                disk_bytes: None,
+            },
+            packages: Vec::new(),
+        }
+    }
+
+    pub fn request(
+        &self,
+        session: &str,
+        retention: RetentionMode,
+        mounts: &[(&str, MountAccess)],
+        expires_in_seconds: i64,
+    ) -> SandboxProvisionRequest {
+        SandboxProvisionRequest {
+            provider: "docker".into(),
+            placement: Placement::Runner,
+            workspace_id: "workspace-test".into(),
+            session_id: session.into(),
+            run_id: "run-1".into(),
+            attempt_id: "attempt-1".into(),
+            lease_id: "lease-1".into(),
+            lease_epoch: 7,
+            target: Tier::Container,
+            profile: self.profile(retention),
+            platform: host_platform(),
+            root_image: self.root_image.clone(),
+            mounts: mounts
+                .iter()
+                .map(|(p, a)| SandboxMount {
+                    path: (*p).into(),
+                    access: *a,
+                })
+                .collect(),
+            expires_at: Timestamp::now().add_seconds(expires_in_seconds),
+        }
+    }
+
+    /// Provisions, stages `files`, activates.
+    pub async fn active(
+        &self,
+        request: SandboxProvisionRequest,
+        files: &[(&str, &[u8])],
+    ) -> SandboxInstance {
+        let inst = self.adapter.provision(request).await.expect("provision");
+        for (path, content) in files {
+            self.adapter
+                .write_file(&inst.instance_id, path, content.to_vec())
+                .await
+                .expect("write_file");
+        }
+        self.adapter
+            .activate(&inst.instance_id)
+            .await
+            .expect("activate")
+    }
+
+    /// Runs argv with defaults (60 s, 1 MiB).
+    pub async fn run(&self, id: &str, argv: &[&str]) -> SandboxCommandResult {
+        self.adapter
+            .execute(id, command(argv))
+            .await
+            .unwrap_or_else(|e| panic!("execute {argv:?}: {e}"))
+    }
+
+    /// What remains of this scope at the daemon: (containers, images).
+    pub async fn leftovers(&self) -> (usize, usize) {
+        let docker = self.provider.docker();
+        let label = [(LABEL_SCOPE, self.scope.as_str())];
+        let c = daemon::list_containers_by_labels(docker, &label)
+            .await
+            .unwrap();
+        let i = daemon::list_images_by_labels(docker, &label).await.unwrap();
+        (c.len(), i.len())
+    }
+}
+
+/// A probe command: working directory `/`, 60 s, 1 MiB per stream.
+pub fn command(argv: &[&str]) -> SandboxCommand {
+    SandboxCommand {
+        executable: argv[0].into(),
+        arguments: argv[1..].iter().map(|s| s.to_string()).collect(),
+        working_directory: "/".into(),
+        environment: Default::default(),
+        stdin_base64: None,
+        timeout_seconds: 60,
+        output_limit_bytes: 1 << 20,
+    }
+}
+
+async fn sweep(provider: DockerProvider, scope: String, state_dir: PathBuf) -> Result<(), String> {
+    let inv = provider.inventory().await.map_err(|e| e.to_string())?;
+    for id in inv.snapshots.keys() {
+        provider
+            .destroy_snapshot(DestroySnapshotRequest {
+                snapshot_id: id.clone(),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    for id in inv.instances.keys() {
+        provider
+            .destroy(DestroyRequest {
+                instance_id: id.clone(),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let docker = provider.docker();
+    let label = [(LABEL_SCOPE, scope.as_str())];
+    let c = daemon::list_containers_by_labels(docker, &label)
+        .await
+        .map_err(|e| e.to_string())?;
+    let i = daemon::list_images_by_labels(docker, &label)
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&state_dir);
+    if !c.is_empty() || !i.is_empty() || state_dir.exists() {
+        return Err(format!(
+            "scope {scope} leaked {} containers, {} images, state dir left: {}",
+            c.len(),
+            i.len(),
+            state_dir.exists()
+        ));
+    }
+    Ok(())
+}
+
+impl Drop for ProviderEnv {
+    fn drop(&mut self) {
+        let provider = self.provider.clone();
+        let scope = self.scope.clone();
+        let state_dir = self.state_dir.clone();
+        let res = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(sweep(provider, scope, state_dir))
+        })
+        .join()
+        .expect("sweep thread");
+        if !std::thread::panicking() {
+            res.expect("sweep");
+        } else if let Err(e) = res {
+            eprintln!("sweep after panic: {e}");
+        }
+    }
+}
