@@ -56,7 +56,13 @@ fn exit_of(exit: daemon::ProcessExit) -> Result<ProcessExit, SandboxError> {
 #[async_trait]
 impl ProcessControl for Control {
     async fn wait(&self) -> Result<ProcessExit, SandboxError> {
-        exit_of(self.control.wait().await)
+        let exit = self.control.wait().await;
+        // Released here as well as by the watcher task in `wrap`, so an
+        // open that follows a settled wait is never refused as
+        // `process_already_open` because that task has not run yet.
+        self.inner
+            .release_process(&self.instance_id, self.reservation);
+        exit_of(exit)
     }
 
     async fn signal(&self, signal: ControlSignal) -> Result<(), SandboxError> {

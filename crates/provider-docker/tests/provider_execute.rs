@@ -162,13 +162,12 @@ async fn open_process_streams_signals_and_reserves() {
     p.output.read_to_end(&mut rest).await.unwrap();
     assert!(rest.is_empty());
 
-    // Destroy kills and settles; a new process may start afterwards.
-    let p = loop {
-        match a.open_process(request(&["sleep", "100"])).await {
-            Ok(p) => break p,
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    };
+    // A settled wait released the reservation: a new process opens at
+    // once. Destroy kills and settles; a new process may start afterwards.
+    let p = a
+        .open_process(request(&["sleep", "100"]))
+        .await
+        .expect("open after the previous process settled");
     let t = Instant::now();
     p.handle.destroy().await.unwrap();
     p.handle.destroy().await.unwrap();

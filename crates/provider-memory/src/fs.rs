@@ -130,6 +130,11 @@ impl Fs {
         self.nodes.get(&join(&split(path)))
     }
 
+    /// The node at a physical path, mutably.
+    pub(crate) fn get_mut(&mut self, path: &str) -> Option<&mut FsNode> {
+        self.nodes.get_mut(&join(&split(path)))
+    }
+
     /// Inserts a node at a physical path (the parent must already exist).
     pub(crate) fn insert(&mut self, path: &str, node: FsNode) {
         self.nodes.insert(join(&split(path)), node);

@@ -120,7 +120,7 @@ fn walk_message(e: WalkError) -> &'static str {
 /// Splits a `sh -c` script into statements of words, honouring single and
 /// double quotes and `;`. Returns `None` for syntax the oracle does not
 /// interpret (pipes, redirections, substitutions, `&`).
-fn parse_script(script: &str) -> Option<Vec<Vec<String>>> {
+pub(crate) fn parse_script(script: &str) -> Option<Vec<Vec<String>>> {
     let mut statements = vec![];
     let mut words: Vec<String> = vec![];
     let mut word = String::new();
@@ -252,7 +252,7 @@ impl Exec<'_> {
     }
 
     /// Writes a regular file at `path`, following a final link.
-    fn write_file(&mut self, path: &str, bytes: Vec<u8>) -> Result<(), &'static str> {
+    pub(crate) fn write_file(&mut self, path: &str, bytes: Vec<u8>) -> Result<(), &'static str> {
         let (physical, node) = self
             .fs
             .resolve(&self.cwd, path, true)
@@ -665,6 +665,20 @@ impl Exec<'_> {
                         }
                     },
                 };
+            }
+            if words[0] == "trap" {
+                // `trap '' SIGNAL...` (ignore) is the one form interpreted:
+                // nothing here delivers a signal, so it only matters to an
+                // openProcess child (see `process::ignored_signals`).
+                if words.len() < 3 || !words[1].is_empty() {
+                    self.err(
+                        "sh: trap: only `trap '' SIGNAL...` is supported by the memory oracle"
+                            .into(),
+                    )?;
+                    return Ok(2);
+                }
+                last = 0;
+                continue;
             }
             last = self.run(&words)?;
         }

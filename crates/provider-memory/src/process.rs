@@ -13,35 +13,48 @@
 //! Behaviours: `cat` (stdin or files, streamed), `head -c N` (from
 //! `/dev/zero` or stdin, streamed), `sleep N` (waits N seconds of tokio
 //! time: real time on a normal runtime, virtual in a paused test runtime;
-//! the injected clock is not moved), and every other probe command, which
-//! runs to completion on the instance's tree with standard input closed and
-//! then writes its output.
+//! the injected clock is not moved), `sh -c 'cat > PATH'` (the shell
+//! creates or truncates PATH, then stdin is appended to it as it arrives),
+//! and every other probe command, which runs to completion on the
+//! instance's tree with standard input closed and then writes its output.
+//! A `sh -c` script opening with `trap '' SIGNAL...` ignores those signals
+//! (SIGTERM, SIGINT; SIGKILL cannot be ignored).
 
 use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use checkfu_sandbox_contract::{
-    ControlSignal, ProcessControl, ProcessExit, SandboxError, SignalName,
+    ControlSignal, ProcessControl, ProcessExit, SandboxError, SandboxProcessRequest, SignalName,
 };
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::watch;
 
+use crate::fs::basename;
+use crate::probe::parse_script;
+
 /// Capacity of each simulated pipe, in bytes (Linux's default pipe size).
 pub const PIPE_CAPACITY_BYTES: usize = 65_536;
 
-/// The shared record of one process: its kill request and its exit.
+/// The shared record of one process: its kill request, the signals it
+/// ignores, and its exit.
 #[derive(Debug)]
 pub(crate) struct ProcessShared {
     kill: watch::Sender<Option<ControlSignal>>,
+    ignored: Vec<ControlSignal>,
     exit: watch::Sender<Option<ProcessExit>>,
 }
 
 impl ProcessShared {
-    pub(crate) fn new() -> Arc<Self> {
+    /// A live process ignoring `ignored` (SIGKILL is never ignored).
+    pub(crate) fn new(ignored: Vec<ControlSignal>) -> Arc<Self> {
         Arc::new(ProcessShared {
             kill: watch::Sender::new(None),
+            ignored: ignored
+                .into_iter()
+                .filter(|s| *s != ControlSignal::Sigkill)
+                .collect(),
             exit: watch::Sender::new(None),
         })
     }
@@ -54,7 +67,7 @@ impl ProcessShared {
     /// Requests the child end with `signal` (no effect once it exited or a
     /// signal is already pending).
     pub(crate) fn kill(&self, signal: ControlSignal) {
-        if self.is_live() {
+        if self.is_live() && !self.ignored.contains(&signal) {
             self.kill.send_if_modified(|pending| {
                 if pending.is_none() {
                     *pending = Some(signal);
@@ -99,6 +112,64 @@ pub(crate) enum Plan {
     },
     /// Blocks until signalled (a read of a fifo, say).
     Blocks,
+    /// `cat > PATH`: standard input appended to a file as it arrives.
+    CatToFile(Appender),
+}
+
+/// Appends bytes to the file a `cat > PATH` child writes (a no-op once the
+/// file or its instance is gone, as writes to an unlinked file vanish).
+pub(crate) struct Appender(pub(crate) AppendFn);
+
+/// The append step of an [`Appender`].
+pub(crate) type AppendFn = Box<dyn FnMut(&[u8]) + Send>;
+
+impl std::fmt::Debug for Appender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Appender")
+    }
+}
+
+/// The `PATH` of a `sh -c 'cat > PATH'` request (one plain word, no
+/// quoting or expansion), if that is what `request` is.
+pub(crate) fn cat_redirect_target(request: &SandboxProcessRequest) -> Option<String> {
+    let args = &request.arguments;
+    if basename(&request.executable) != "sh" || args.len() != 2 || args[0] != "-c" {
+        return None;
+    }
+    let target = args[1]
+        .trim()
+        .strip_prefix("cat")?
+        .trim_start()
+        .strip_prefix('>')?;
+    let target = target.trim();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c);
+    (!target.is_empty() && target.chars().all(plain)).then(|| target.to_string())
+}
+
+/// The signals a `sh -c` script ignores with leading `trap '' SIGNAL...`
+/// statements.
+pub(crate) fn ignored_signals(request: &SandboxProcessRequest) -> Vec<ControlSignal> {
+    let args = &request.arguments;
+    if basename(&request.executable) != "sh" || args.len() != 2 || args[0] != "-c" {
+        return Vec::new();
+    }
+    let Some(statements) = parse_script(&args[1]) else {
+        return Vec::new();
+    };
+    let mut ignored = Vec::new();
+    for words in statements {
+        if words.len() < 3 || words[0] != "trap" || !words[1].is_empty() {
+            break;
+        }
+        for name in &words[2..] {
+            match name.trim_start_matches("SIG") {
+                "TERM" | "15" => ignored.push(ControlSignal::Sigterm),
+                "INT" | "2" => ignored.push(ControlSignal::Sigint),
+                _ => {}
+            }
+        }
+    }
+    ignored
 }
 
 /// One `cat` operand.
@@ -212,6 +283,16 @@ async fn run_plan(plan: Plan, mut pipes: ChildPipes, eof_never: bool) -> Process
             ProcessExit::ExitCode(code)
         }
         Plan::Blocks => std::future::pending().await,
+        Plan::CatToFile(Appender(mut append)) => {
+            let mut buf = vec![0u8; 8_192];
+            loop {
+                let n = read_stdin(&mut pipes.stdin, &mut buf, eof_never).await;
+                if n == 0 {
+                    return ProcessExit::ExitCode(0);
+                }
+                append(&buf[..n]);
+            }
+        }
     }
 }
 

@@ -19,7 +19,8 @@ use crate::fault::{Fault, IdentityField};
 use crate::fs::{is_within, split, Fs, FsNode, ReadRefusal, SpecialKind, WalkError};
 use crate::probe::{base_environment, Abort, Exec, NetView, Sink};
 use crate::process::{
-    spawn_child, CatSource, ChildPipes, Control, Plan, ProcessShared, PIPE_CAPACITY_BYTES,
+    cat_redirect_target, ignored_signals, spawn_child, Appender, CatSource, ChildPipes, Control,
+    Plan, ProcessShared, PIPE_CAPACITY_BYTES,
 };
 
 /// The provider id every instance and snapshot of the oracle carries.
@@ -112,7 +113,8 @@ pub(crate) struct Inner {
     clock: Arc<dyn Clock>,
     manual: Option<ManualClock>,
     faults: BTreeSet<Fault>,
-    state: Mutex<State>,
+    /// Shared (weakly) with openProcess children that write into the tree.
+    state: Arc<Mutex<State>>,
 }
 
 impl Inner {
@@ -194,7 +196,7 @@ impl MemoryProviderBuilder {
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
                 manual: self.manual,
                 faults: self.faults,
-                state: Mutex::new(State::default()),
+                state: Arc::new(Mutex::new(State::default())),
             }),
         }
     }
@@ -243,7 +245,7 @@ impl MemoryProvider {
                 clock: self.inner.clock.clone(),
                 manual: self.inner.manual.clone(),
                 faults: all,
-                state: Mutex::new(std::mem::take(&mut *self.inner.lock())),
+                state: Arc::new(Mutex::new(std::mem::take(&mut *self.inner.lock()))),
             }),
         }
     }
@@ -595,6 +597,25 @@ fn read_refusal(operation: &str, refusal: ReadRefusal, path: &str) -> SandboxErr
 }
 
 impl Inner {
+    /// Appends to the regular file at `physical` in `instance_id`'s tree,
+    /// while both exist.
+    fn appender(&self, instance_id: &str, physical: String) -> Appender {
+        let state = Arc::downgrade(&self.state);
+        let instance_id = instance_id.to_string();
+        Appender(Box::new(move |chunk: &[u8]| {
+            let Some(state) = state.upgrade() else {
+                return;
+            };
+            // A poisoned lock only means a panic elsewhere; the tree is sound.
+            let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(record) = st.instances.get_mut(&instance_id) {
+                if let Some(FsNode::File(bytes)) = record.fs.get_mut(&physical) {
+                    bytes.extend_from_slice(chunk);
+                }
+            }
+        }))
+    }
+
     /// Prepares the openProcess child's behaviour on the instance's tree.
     fn plan(
         &self,
@@ -698,6 +719,27 @@ impl Inner {
                 allowlist_ignored: self.has(Fault::AllowlistIgnored),
             },
         };
+        if let Some(target) = cat_redirect_target(request) {
+            // The shell creates or truncates the file before `cat` runs.
+            let created = exec.write_file(&target, Vec::new());
+            drop(exec);
+            let physical = created.and_then(|()| {
+                record
+                    .fs
+                    .resolve(&request.working_directory, &target, true)
+                    .map(|(physical, _)| physical)
+                    .map_err(|_| "No such file or directory")
+            });
+            return match physical {
+                Ok(physical) => Plan::CatToFile(self.appender(&request.instance_id, physical)),
+                Err(msg) => Plan::Finished {
+                    stdout: Vec::new(),
+                    stderr: format!("sh: can't create {target}: {msg}\n").into_bytes(),
+                    code: 2,
+                    delay: Duration::ZERO,
+                },
+            };
+        }
         let outcome = exec.run(&argv);
         let delay = Duration::from_millis(exec.elapsed_millis);
         match outcome {
@@ -1529,7 +1571,7 @@ impl OpenProcessMember for Inner {
             ));
         }
         let plan = self.plan(record, &st.external, &request);
-        let shared = ProcessShared::new();
+        let shared = ProcessShared::new(ignored_signals(&request));
         record.processes.push(shared.clone());
         let req = &record.request;
         let evidence = SandboxProcessEvidence {

@@ -230,3 +230,84 @@ async fn open_process_needs_a_running_instance() {
         SandboxError::conflict("open_process", "active", "provisioning")
     );
 }
+
+#[tokio::test]
+async fn cat_redirect_appends_stdin_to_the_file_as_it_arrives() {
+    let (p, _) = provider();
+    let id = active(&p, RetentionMode::EphemeralZdr).await;
+    let path = "/mnt/session/outputs/in.bin";
+    let process = open(&p, &id, &["sh", "-c", &format!("cat > {path}")])
+        .await
+        .unwrap();
+    // The shell created the file before any input.
+    let empty = read(&p, &id, "/mnt/session/outputs", path).await.unwrap();
+    assert!(empty.content_base64.as_slice().is_empty());
+    let SandboxProcess {
+        input,
+        output,
+        control,
+        ..
+    } = process;
+    let mut input = input.compat_write();
+    input.write_all(b"first ").await.unwrap();
+    input.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let partial = read(&p, &id, "/mnt/session/outputs", path).await.unwrap();
+    assert_eq!(partial.content_base64.as_slice(), b"first ");
+    input.write_all(b"second").await.unwrap();
+    input.shutdown().await.unwrap();
+    let mut out = vec![];
+    output.compat().read_to_end(&mut out).await.unwrap();
+    assert!(out.is_empty(), "nothing is printed");
+    assert_eq!(control.wait().await.unwrap(), ProcessExit::ExitCode(0));
+    let full = read(&p, &id, "/mnt/session/outputs", path).await.unwrap();
+    assert_eq!(full.content_base64.as_slice(), b"first second");
+}
+
+#[tokio::test]
+async fn cat_redirect_into_a_sealed_mount_is_refused_by_the_shell() {
+    let (p, _) = provider();
+    let id = active(&p, RetentionMode::EphemeralZdr).await;
+    let process = open(&p, &id, &["sh", "-c", &format!("cat > {RO}/new")])
+        .await
+        .unwrap();
+    let SandboxProcess { error, control, .. } = process;
+    let mut err = vec![];
+    error.compat().read_to_end(&mut err).await.unwrap();
+    assert_eq!(control.wait().await.unwrap(), ProcessExit::ExitCode(2));
+    let err = String::from_utf8_lossy(&err);
+    assert!(
+        err.contains("can't create") && err.contains("Read-only"),
+        "{err}"
+    );
+    assert!(read(&p, &id, RO, &format!("{RO}/new")).await.is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trapped_sigterm_is_ignored_until_sigkill() {
+    let (p, _) = provider();
+    let id = active(&p, RetentionMode::EphemeralZdr).await;
+    let process = open(&p, &id, &["sh", "-c", "trap '' TERM; sleep 100000"])
+        .await
+        .unwrap();
+    process
+        .control
+        .signal(ControlSignal::Sigterm)
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(60), process.control.wait())
+            .await
+            .is_err(),
+        "SIGTERM is ignored"
+    );
+    process
+        .control
+        .signal(ControlSignal::Sigkill)
+        .await
+        .unwrap();
+    assert_eq!(
+        process.control.wait().await.unwrap(),
+        ProcessExit::Signal(SignalName::Sigkill)
+    );
+}

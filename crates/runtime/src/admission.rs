@@ -4,29 +4,18 @@
 //! path belongs to and whether the caller may touch it at all.
 
 use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
+use checkfu_sandbox_contract::validate;
 use checkfu_sandbox_contract::{MountAccess, SandboxError, SandboxMount};
 
 /// True when `path` is absolute and normalized: starts with `/`, no empty,
 /// `.` or `..` components, no NUL, no trailing `/` (except `/` itself).
+/// The contract's rule, shared with the author kit's vectors.
 pub fn is_normalized(path: &str) -> bool {
-    if !path.starts_with('/') || path.contains('\0') {
-        return false;
-    }
-    if path == "/" {
-        return true;
-    }
-    path[1..]
-        .split('/')
-        .all(|c| !c.is_empty() && c != "." && c != "..")
+    validate::is_normalized_absolute_path(path)
 }
 
 /// True when `path` is `root` or lies beneath it (component-wise).
-pub fn is_within(path: &str, root: &str) -> bool {
-    if root == "/" {
-        return true;
-    }
-    path == root || (path.starts_with(root) && path.as_bytes().get(root.len()) == Some(&b'/'))
-}
+pub use checkfu_sandbox_contract::validate::is_within;
 
 /// Where an admitted path lives.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,10 +1,9 @@
 //! Bounds and shape checks on requests before a call and on results after
 //! it (spec "Bounds"; DESIGN D9). Arithmetic on budgets is checked.
 
-use std::collections::BTreeMap;
-
-use checkfu_sandbox_contract::bounds::*;
+use checkfu_sandbox_contract::identity::Mismatch;
 use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::validate;
 use checkfu_sandbox_contract::{
     ReadFileOutcome, ReadFilesEntry, SandboxCommand, SandboxError, SandboxFailure,
     SandboxProcessRequest, SandboxProfile,
@@ -37,122 +36,23 @@ pub(crate) fn from_provider(operation: &str, e: SandboxError) -> SandboxError {
     }
 }
 
-fn arguments(
-    operation: &str,
-    executable: &str,
-    args: &[String],
-    working_directory: &str,
-    env: &BTreeMap<String, String>,
-) -> Res<()> {
-    let bad = |field: String, expected: &str, actual: String| -> Res<()> {
-        Err(SandboxError::invalid_request(operation, field, expected, actual).into())
-    };
-    if executable.is_empty() || executable.contains('\0') {
-        return bad(
-            "executable".into(),
-            "a non-empty executable without NUL",
-            format!("{executable:?}"),
-        );
+/// The first violation in `found`, as `invalid_request` under `operation`.
+fn first_refusal(operation: &str, found: Vec<Mismatch>) -> Res<()> {
+    match found.into_iter().next() {
+        None => Ok(()),
+        Some(m) => Err(validate::invalid_request(operation, m).into()),
     }
-    if args.len() > MAX_ARGUMENTS {
-        return bad(
-            "arguments".into(),
-            "at most 256 arguments",
-            args.len().to_string(),
-        );
-    }
-    for (i, a) in args.iter().enumerate() {
-        if a.len() > MAX_ARGUMENT_BYTES {
-            return bad(
-                format!("arguments[{i}]"),
-                "at most 65536 bytes",
-                format!("{} bytes", a.len()),
-            );
-        }
-        if a.contains('\0') {
-            return bad(
-                format!("arguments[{i}]"),
-                "no NUL byte",
-                "an argument containing NUL".into(),
-            );
-        }
-    }
-    if !is_normalized(working_directory) {
-        return bad(
-            "working_directory".into(),
-            "an absolute normalized path",
-            format!("{working_directory:?}"),
-        );
-    }
-    for (k, v) in env {
-        if !is_valid_environment_key(k) {
-            return bad(
-                format!("environment.{k}"),
-                "a key matching ^[A-Za-z_][A-Za-z0-9_]*$",
-                format!("{k:?}"),
-            );
-        }
-        if v.contains('\0') {
-            return bad(
-                format!("environment.{k}"),
-                "a value without NUL",
-                "a value containing NUL".into(),
-            );
-        }
-    }
-    Ok(())
 }
 
-/// execute's request bounds.
+/// execute's request bounds (the contract's validator, shared with the
+/// author kit's `validate:` vectors).
 pub(crate) fn command(c: &SandboxCommand, max_duration_seconds: u32) -> Res<()> {
-    arguments(
-        op::EXECUTE,
-        &c.executable,
-        &c.arguments,
-        &c.working_directory,
-        &c.environment,
-    )?;
-    if c.timeout_seconds == 0 || c.timeout_seconds > max_duration_seconds {
-        return Err(SandboxError::invalid_request(
-            op::EXECUTE,
-            "timeout_seconds",
-            format!("1..={max_duration_seconds} (the profile's max_duration_seconds)"),
-            c.timeout_seconds.to_string(),
-        )
-        .into());
-    }
-    if c.output_limit_bytes > MAX_OUTPUT_LIMIT_BYTES {
-        return Err(SandboxError::invalid_request(
-            op::EXECUTE,
-            "output_limit_bytes",
-            format!("at most {MAX_OUTPUT_LIMIT_BYTES}"),
-            c.output_limit_bytes.to_string(),
-        )
-        .into());
-    }
-    if let Some(stdin) = &c.stdin_base64 {
-        if stdin.len() as u64 > MAX_STDIN_BYTES {
-            return Err(SandboxError::invalid_request(
-                op::EXECUTE,
-                "stdin_base64",
-                format!("at most {MAX_STDIN_BYTES} bytes"),
-                format!("{} bytes", stdin.len()),
-            )
-            .into());
-        }
-    }
-    Ok(())
+    first_refusal(op::EXECUTE, validate::command(c, max_duration_seconds))
 }
 
 /// openProcess's request bounds.
 pub(crate) fn process_request(r: &SandboxProcessRequest) -> Res<()> {
-    arguments(
-        op::OPEN_PROCESS,
-        &r.executable,
-        &r.arguments,
-        &r.working_directory,
-        &r.environment,
-    )
+    first_refusal(op::OPEN_PROCESS, validate::process_request(r))
 }
 
 /// A profile's own shape.

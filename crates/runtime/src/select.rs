@@ -3,14 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use checkfu_sandbox_contract::bounds::{MAX_MOUNTS, RESERVED_ROOTS};
+use checkfu_sandbox_contract::bounds::MAX_MOUNTS;
+use checkfu_sandbox_contract::validate;
 use checkfu_sandbox_contract::{
     EgressCertification, EnforcementLevel, NetworkMode, NetworkPolicy, PackageManager, Platform,
     Requirement, Resources, RetentionMode, SandboxError, SandboxMount, SandboxProfile,
     SandboxProviderCapabilities, Tier,
 };
-
-use crate::admission::{is_normalized, is_within};
 
 /// What a Run needs of a provider, in the selection vocabulary.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,38 +70,10 @@ impl Requirements {
 /// `SandboxCapabilityUnavailable{requirement: mounts}` with a detail naming
 /// the mount (`mounts[i].path`) and the rule.
 pub fn check_mount_plan(mounts: &[SandboxMount]) -> Result<(), SandboxError> {
-    let refuse = |detail: String| SandboxError::unavailable(Requirement::Mounts, detail);
-    if mounts.len() > usize::from(MAX_MOUNTS) {
-        return Err(refuse(format!(
-            "mounts: expected at most {MAX_MOUNTS}, actual {}",
-            mounts.len()
-        )));
+    match validate::mounts(mounts, MAX_MOUNTS).first() {
+        None => Ok(()),
+        Some(m) => Err(validate::mounts_unavailable(m)),
     }
-    let mut seen = BTreeSet::new();
-    for (i, m) in mounts.iter().enumerate() {
-        if !is_normalized(&m.path) || m.path == "/" {
-            return Err(refuse(format!(
-                "mounts[{i}].path: expected an absolute normalized path other than /, actual {:?}",
-                m.path
-            )));
-        }
-        if let Some(root) = RESERVED_ROOTS
-            .iter()
-            .find(|r| is_within(&m.path, r) || is_within(r, &m.path))
-        {
-            return Err(refuse(format!(
-                "mounts[{i}].path: expected a path clear of reserved root {root}, actual {}",
-                m.path
-            )));
-        }
-        if !seen.insert(m.path.as_str()) {
-            return Err(refuse(format!(
-                "mounts[{i}].path: expected a unique mount path, actual duplicate {}",
-                m.path
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// Is the network policy admissible under this envelope (the runtime

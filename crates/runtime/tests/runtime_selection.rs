@@ -327,7 +327,7 @@ fn mount_inside_each_reserved_root_is_refused() {
             assert_eq!(
                 detail,
                 format!(
-                    "mounts[0].path: expected a path clear of reserved root {root}, actual {path}"
+                    "mounts[0].path: expected a path that does not overlap the reserved root {root}, actual {path:?}"
                 )
             );
         }
@@ -344,7 +344,9 @@ fn mount_containing_a_reserved_root_is_refused() {
     ] {
         assert_eq!(
             plan_refusal(vec![rw(path)]),
-            format!("mounts[0].path: expected a path clear of reserved root {root}, actual {path}")
+            format!(
+                "mounts[0].path: expected a path that does not overlap the reserved root {root}, actual {path:?}"
+            )
         );
     }
 }
@@ -353,14 +355,17 @@ fn mount_containing_a_reserved_root_is_refused() {
 fn conflicting_mount_paths_are_refused() {
     assert_eq!(
         plan_refusal(vec![rw("/a"), rw("/b"), rw("/a")]),
-        "mounts[2].path: expected a unique mount path, actual duplicate /a"
+        "mounts[2].path: expected a path not already declared by mounts[0], actual \"/a\""
     );
 }
 
 #[test]
 fn mount_plan_over_64_is_refused() {
     let plan: Vec<_> = (0..65).map(|i| rw(&format!("/m{i}"))).collect();
-    assert_eq!(plan_refusal(plan), "mounts: expected at most 64, actual 65");
+    assert_eq!(
+        plan_refusal(plan),
+        "mounts: expected at most 64 mounts, actual 65"
+    );
     let ok: Vec<_> = (0..64).map(|i| rw(&format!("/m{i}"))).collect();
     let rt = runtime_with(vec![(PROVIDER, full_envelope())]);
     let mut n = needs();
@@ -370,12 +375,16 @@ fn mount_plan_over_64_is_refused() {
 
 #[test]
 fn malformed_mount_paths_are_refused() {
-    for path in ["/", "relative", "/a/../b", "/a/", "/a//b"] {
+    for (path, expected) in [
+        ("/", "a path that does not overlap the reserved root /dev"),
+        ("relative", "an absolute path"),
+        ("/a/../b", "a path without . or .. components"),
+        ("/a/", "a path without a trailing /"),
+        ("/a//b", "a path without empty components"),
+    ] {
         assert_eq!(
             plan_refusal(vec![rw(path)]),
-            format!(
-                "mounts[0].path: expected an absolute normalized path other than /, actual {path:?}"
-            )
+            format!("mounts[0].path: expected {expected}, actual {path:?}")
         );
     }
 }

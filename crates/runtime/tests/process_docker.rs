@@ -1,0 +1,296 @@
+//! openProcess end to end on the real Docker daemon (real processes),
+//! through [`SandboxRuntime`] and [`Adapter::open_process`] (spec
+//! "openProcess"; DESIGN D18). The scenarios live in `process_common`; the
+//! same ones run on the memory oracle in `process_memory.rs`.
+//!
+//! Gate: without a daemon each test prints a `SKIP` line and returns,
+//! except under `CI=true`, where it fails. Each test has its own provider
+//! scope and state directory; at the end everything of that scope is
+//! destroyed and checked gone (also when the test panics).
+
+// A test crate: its items are not a public API.
+#![allow(missing_docs)]
+
+mod process_common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use checkfu_sandbox_contract::*;
+use checkfu_sandbox_docker::provider::{host_platform, LABEL_SCOPE};
+use checkfu_sandbox_docker::{daemon, fixture, DockerConfig, DockerProvider};
+use checkfu_sandbox_runtime::SandboxRuntime;
+use process_common::*;
+use sha2::Digest as _;
+
+/// One provider scope with one active instance; swept and leak-checked on
+/// drop.
+struct DockerEnv {
+    env: Env,
+    provider: DockerProvider,
+    scope: String,
+    state_dir: PathBuf,
+}
+
+fn skip_or_fail(test: &str, why: &str) -> Option<DockerEnv> {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: CI=true and {why}");
+    }
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIP {test}: {why} (set CI=true to make this a failure)"
+    );
+    None
+}
+
+/// Connects (or skips), builds the fixture, provisions and activates one
+/// instance in a scope unique to `test`.
+async fn docker_env(test: &str) -> Option<DockerEnv> {
+    let docker = match daemon::connect().await {
+        Ok(d) => match d.ping().await {
+            Ok(_) => d,
+            Err(e) => return skip_or_fail(test, &format!("daemon ping failed: {e}")),
+        },
+        Err(e) => return skip_or_fail(test, &format!("no daemon: {e}")),
+    };
+    let busybox = std::env::var("CHECKFU_BUSYBOX")
+        .unwrap_or_else(|_| fixture::DEFAULT_BUSYBOX_PATH.to_string());
+    let pinned = fixture::ensure_fixture(&docker, Path::new(&busybox), &mut |line| {
+        eprintln!("fixture: {line}")
+    })
+    .await
+    .expect("fixture image (install Debian's busybox-static)");
+    let unique = format!(
+        "{test}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let hash = fixture::hex(&sha2::Sha256::digest(unique.as_bytes()));
+    let scope = format!("t-{}", &hash[..16]);
+    let state_dir = std::env::temp_dir().join(format!("checkfu-provider-{scope}"));
+    let provider = DockerProvider::with_docker(
+        docker,
+        DockerConfig {
+            state_dir: state_dir.clone(),
+            scope: scope.clone(),
+            clock: Arc::new(SystemClock),
+        },
+    )
+    .expect("provider");
+    let mut runtime = SandboxRuntime::new(Arc::new(SystemClock));
+    runtime.register(Arc::new(provider.clone()));
+    let adapter = runtime.adapter("docker").expect("adapter");
+    // Built before provisioning so a failure below is still swept.
+    let mut this = DockerEnv {
+        env: Env {
+            adapter: adapter.clone(),
+            instance_id: String::new(),
+            working_directory: "/".into(),
+        },
+        provider,
+        scope,
+        state_dir,
+    };
+    let request = SandboxProvisionRequest {
+        provider: "docker".into(),
+        placement: adapter.envelope().placement,
+        workspace_id: "ws-1".into(),
+        session_id: "session-1".into(),
+        run_id: "run-1".into(),
+        attempt_id: "attempt-1".into(),
+        lease_id: "lease-1".into(),
+        lease_epoch: 1,
+        target: Tier::Container,
+        profile: SandboxProfile {
+            profile_id: "profile-1".into(),
+            profile_version: 1,
+            profile_digest: Digest::from_sha256_bytes([7; 32]),
+            retention: RetentionMode::EphemeralZdr,
+            network_policy: NetworkPolicy::None,
+            max_duration_seconds: 600,
+            resources: Resources {
+                cpu_millis: Some(1000),
+                memory_bytes: Some(256 << 20),
+                pids: Some(256),
+                disk_bytes: None,
+            },
+            packages: Vec::new(),
+        },
+        platform: host_platform(),
+        root_image: ImageReference::parse(&pinned).unwrap(),
+        mounts: Vec::new(),
+        expires_at: Timestamp::now().add_seconds(900),
+    };
+    let instance = adapter.provision(request).await.expect("provision");
+    this.env.instance_id = instance.instance_id.clone();
+    adapter
+        .activate(&instance.instance_id)
+        .await
+        .expect("activate");
+    Some(this)
+}
+
+impl DockerEnv {
+    /// Destroys the instance through the runtime (the sweep on drop then
+    /// finds nothing).
+    async fn finish(self) {
+        self.env
+            .adapter
+            .destroy(&self.env.instance_id)
+            .await
+            .expect("destroy instance");
+    }
+}
+
+async fn sweep(provider: DockerProvider, scope: String, state_dir: PathBuf) -> Result<(), String> {
+    let inv = provider.inventory().await.map_err(|e| e.to_string())?;
+    for id in inv.instances.keys() {
+        provider
+            .destroy(DestroyRequest {
+                instance_id: id.clone(),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    for id in inv.snapshots.keys() {
+        provider
+            .destroy_snapshot(DestroySnapshotRequest {
+                snapshot_id: id.clone(),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let docker = provider.docker();
+    let label = [(LABEL_SCOPE, scope.as_str())];
+    let c = daemon::list_containers_by_labels(docker, &label)
+        .await
+        .map_err(|e| e.to_string())?;
+    let i = daemon::list_images_by_labels(docker, &label)
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&state_dir);
+    if !c.is_empty() || !i.is_empty() || state_dir.exists() {
+        return Err(format!(
+            "scope {scope} leaked {} containers, {} images, state dir left: {}",
+            c.len(),
+            i.len(),
+            state_dir.exists()
+        ));
+    }
+    Ok(())
+}
+
+impl Drop for DockerEnv {
+    fn drop(&mut self) {
+        let provider = self.provider.clone();
+        let scope = self.scope.clone();
+        let state_dir = self.state_dir.clone();
+        // Drop cannot await and runs inside the test's runtime: sweep on a
+        // thread with its own runtime.
+        let res = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(sweep(provider, scope, state_dir))
+        })
+        .join()
+        .expect("sweep thread");
+        if !std::thread::panicking() {
+            res.expect("sweep");
+        } else if let Err(e) = res {
+            eprintln!("sweep after panic: {e}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cat_returns_the_prompt_after_half_close() {
+    let Some(d) = docker_env("docker_cat_prompt").await else {
+        return;
+    };
+    cat_prompt_half_close(&d.env).await;
+    one_shot_cat(&d.env).await;
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_64_mib_stdout_to_a_slow_reader_is_exact() {
+    let Some(d) = docker_env("docker_64_mib").await else {
+        return;
+    };
+    let elapsed = stdout_64_mib_slow_reader(&d.env).await;
+    eprintln!("docker: 64 MiB through stdout in {elapsed:?}");
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_10_mib_stdin_to_a_file_is_exact() {
+    let Some(d) = docker_env("docker_10_mib_in").await else {
+        return;
+    };
+    stdin_10_mib_to_file(&d.env).await;
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_exit_42_every_time_and_sigkill_settles() {
+    let Some(d) = docker_env("docker_exit_42").await else {
+        return;
+    };
+    exit_42_every_time(&d.env, 20).await;
+    sigkill_settles(&d.env).await;
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_a_process_idle_for_20_s_still_streams() {
+    let Some(d) = docker_env("docker_idle").await else {
+        return;
+    };
+    idle_then_echo(&d.env, Duration::from_secs(20)).await;
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_stdin_backpressure_makes_writes_wait() {
+    let Some(d) = docker_env("docker_backpressure").await else {
+        return;
+    };
+    backpressure(&d.env, Duration::from_secs(3), 16 << 20).await;
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_second_open_is_refused_while_one_is_live() {
+    let Some(d) = docker_env("docker_second_open").await else {
+        return;
+    };
+    second_open_refused(&d.env).await;
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_terminate_sends_sigterm_then_sigkill_after_the_grace() {
+    let Some(d) = docker_env("docker_terminate").await else {
+        return;
+    };
+    terminate_honoured(&d.env, Duration::from_secs(5)).await;
+    terminate_escalates(&d.env, Duration::from_secs(1)).await;
+    d.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_acp_frames_decode_in_order_end_to_end() {
+    let Some(d) = docker_env("docker_acp").await else {
+        return;
+    };
+    acp_frames_end_to_end(&d.env).await;
+    acp_frame_over_one_mib_refused(&d.env).await;
+    d.finish().await;
+}
