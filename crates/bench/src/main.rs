@@ -281,6 +281,7 @@ struct DockerBench {
     provider: DockerProvider,
     image: ImageReference,
     clock: Arc<dyn Clock>,
+    phases: std::sync::Mutex<BTreeMap<&'static str, Vec<Duration>>>,
     _state: tempfile::TempDir,
 }
 
@@ -310,6 +311,7 @@ async fn docker_bench() -> Result<DockerBench, String> {
         provider,
         image,
         clock,
+        phases: Default::default(),
         _state: state,
     })
 }
@@ -331,21 +333,37 @@ impl DockerBench {
         )
     }
 
+    /// One cold lifecycle, recording each phase's duration.
     async fn lifecycle(&self) -> Result<(), String> {
+        let mut t = Instant::now();
+        let mut lap = |phase: &'static str| {
+            let now = Instant::now();
+            self.phases
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(phase)
+                .or_default()
+                .push(now - t);
+            t = now;
+        };
         let i = self
             .adapter
             .provision(self.request(RetentionMode::EphemeralZdr, vec![], 3600))
             .await
             .map_err(f)?;
+        lap("1 provision");
         self.adapter.activate(&i.instance_id).await.map_err(f)?;
+        lap("2 activate");
         self.adapter
             .execute(&i.instance_id, true_cmd())
             .await
             .map_err(f)?;
+        lap("3 execute");
         self.adapter
             .release(&i.instance_id, None)
             .await
             .map_err(f)?;
+        lap("4 release");
         Ok(())
     }
 
@@ -396,6 +414,14 @@ async fn figures_docker(
             ours,
             baseline: Some(("`docker run --rm <fixture> true`".into(), base)),
         });
+        let phases = std::mem::take(&mut *b.phases.lock().unwrap_or_else(|p| p.into_inner()));
+        for (phase, xs) in phases {
+            rows.push(Row {
+                figure: format!("2 · phase {phase}"),
+                ours: stat(xs),
+                baseline: None,
+            });
+        }
     }
     if which(3) || which(4) {
         let i = b
@@ -491,19 +517,14 @@ async fn figures_docker(
                 )
                 .await
                 .map_err(f)?;
-            let started = Instant::now();
-            let snap = b
+            let disposition = b
                 .adapter
-                .snapshot(&i.instance_id, b.clock.now().add_seconds(3600))
-                .await
-                .map_err(f)?;
-            b.adapter
                 .release(&i.instance_id, Some(b.clock.now().add_seconds(3600)))
                 .await
                 .map_err(f)?;
-            let _ = started;
-            let released = b.adapter.instance(&i.instance_id);
-            let _ = released;
+            let ReleaseDisposition::Released { snapshot: snap } = disposition else {
+                return Err("a durable release settled no snapshot".to_string());
+            };
             let j = b
                 .adapter
                 .resume(
@@ -560,7 +581,7 @@ async fn figures_docker(
         })
         .await?;
         rows.push(Row {
-            figure: "5 durable round trip (snapshot, release, resume, read)".into(),
+            figure: "5 durable round trip (release with snapshot, resume, read one file)".into(),
             ours,
             baseline: Some(("`docker commit` + `docker run` of the image".into(), base)),
         });

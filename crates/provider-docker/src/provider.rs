@@ -47,7 +47,9 @@
 //! * **Network.** Containers run with network mode `none`; `allowlist` is
 //!   not offered.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use futures_util::StreamExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -112,6 +114,8 @@ const INSTANCE_PREFIX: &str = "i";
 const SNAPSHOT_PREFIX: &str = "s";
 /// How often a listing is walked again when the tree changed under it.
 const LISTING_ATTEMPTS: u32 = 3;
+/// How many orphans a sweep destroys at once.
+const SWEEP_CONCURRENCY: usize = 8;
 /// Most entries an archive of one host directory may hold.
 const ARCHIVE_MAX_ENTRIES: usize = 1_000_000;
 
@@ -171,6 +175,9 @@ impl ObjectTimes {
 pub struct Inventory {
     /// Instances by id.
     pub instances: BTreeMap<String, ObjectTimes>,
+    /// Instances that have a container or an image at the daemon (the rest
+    /// exist only as records in the state directory).
+    pub instances_on_daemon: BTreeSet<String>,
     /// Snapshots by id.
     pub snapshots: BTreeMap<String, ObjectTimes>,
 }
@@ -727,6 +734,22 @@ impl Inner {
 
     /// Removes every trace of an instance: its open process, container,
     /// owned image tag and directory. Idempotent; unknown ids succeed.
+    /// Destroys an instance known (from a fresh inventory) to have no
+    /// container and no image: only its state directory.
+    async fn destroy_instance_record(&self, operation: &str, id: &str) -> Result<(), SandboxError> {
+        if !store::is_id(INSTANCE_PREFIX, id) {
+            return Ok(());
+        }
+        let dir = self.layout.instance_dir(id);
+        blocking("destroy", move || match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        })
+        .await?
+        .map_err(|e| provider_error(operation, format!("removing the instance directory: {e}")))
+    }
+
     async fn destroy_instance(&self, operation: &str, id: &str) -> Result<(), SandboxError> {
         if !store::is_id(INSTANCE_PREFIX, id) {
             return Ok(());
@@ -1175,6 +1198,7 @@ impl Inner {
             else {
                 continue;
             };
+            inv.instances_on_daemon.insert(id.clone());
             inv.instances
                 .entry(id.clone())
                 .or_default()
@@ -1209,6 +1233,7 @@ impl Inner {
                         // A stray per-instance tag with no record or
                         // container: an instance with unknown times.
                         inv.instances.entry(iid.to_owned()).or_default();
+                        inv.instances_on_daemon.insert(iid.to_owned());
                     }
                 }
             }
@@ -1720,7 +1745,6 @@ impl SandboxProvider for DockerProvider {
             let orphaned = t.created_at.is_none_or(|c| c < request.orphaned_before);
             let expired = t.expires_at.is_none_or(|e| e <= request.now);
             if orphaned || expired {
-                inner.destroy_instance(OP, id).await?;
                 result.instances.push(id.clone());
             }
         }
@@ -1729,10 +1753,30 @@ impl SandboxProvider for DockerProvider {
             let orphaned = t.created_at.is_none_or(|c| c < request.orphaned_before);
             let expired = t.expires_at.is_none_or(|e| e <= request.now);
             if expired || (!pinned && orphaned) {
-                inner.destroy_snapshot_inner(OP, id).await?;
                 result.snapshots.push(id.clone());
             }
         }
+        // Instances with nothing at the daemon are only a directory; the
+        // rest need daemon calls. Both run a few at a time.
+        type Sweep<'a> = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<(), SandboxError>> + Send + 'a>,
+        >;
+        let mut sweeps: Vec<Sweep<'_>> = Vec::new();
+        for id in &result.instances {
+            if inv.instances_on_daemon.contains(id) {
+                sweeps.push(Box::pin(inner.destroy_instance(OP, id)));
+            } else {
+                sweeps.push(Box::pin(inner.destroy_instance_record(OP, id)));
+            }
+        }
+        for id in &result.snapshots {
+            sweeps.push(Box::pin(inner.destroy_snapshot_inner(OP, id)));
+        }
+        let outcomes: Vec<Result<(), SandboxError>> = futures_util::stream::iter(sweeps)
+            .buffer_unordered(SWEEP_CONCURRENCY)
+            .collect()
+            .await;
+        outcomes.into_iter().collect::<Result<(), _>>()?;
         Ok(result)
     }
 
