@@ -46,3 +46,25 @@ fn check_names_missing_extra_and_differing_files() {
     assert_eq!(kit::check(&dir), Ok(()));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn write_refuses_a_non_empty_directory_that_is_not_a_kit_and_keeps_foreign_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let precious = dir.path().join("precious").join("thesis.tex");
+    std::fs::create_dir_all(precious.parent().unwrap()).unwrap();
+    std::fs::write(&precious, "x").unwrap();
+    let err = checkfu_sandbox_contract::kit::write(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+    assert!(precious.exists());
+
+    // Into an empty directory it writes; a foreign file added later is kept
+    // by a rewrite, and a stale kit file is removed.
+    let kit = tempfile::tempdir().unwrap();
+    checkfu_sandbox_contract::kit::write(kit.path()).unwrap();
+    std::fs::write(kit.path().join("notes.md"), "mine").unwrap();
+    std::fs::write(kit.path().join("vectors/valid/stale.json"), "{}").unwrap();
+    checkfu_sandbox_contract::kit::write(kit.path()).unwrap();
+    assert!(kit.path().join("notes.md").exists());
+    assert!(!kit.path().join("vectors/valid/stale.json").exists());
+    checkfu_sandbox_contract::kit::check(kit.path()).unwrap();
+}

@@ -11,7 +11,7 @@ use checkfu_sandbox_contract::kit;
 #[command(
     after_help = "The kit is JSON Schema 2020-12 of every boundary type (schema/), golden \
 vectors (vectors/valid, vectors/invalid) and a README, generated from the contract's Rust types at \
-wire revision checkfu.sandbox/v1. Writing removes files the generator does not produce. --check \
+wire revision checkfu.sandbox/v1. Writing removes stale .json files under schema/ and vectors/ only, and refuses a non-empty directory that is not a kit. --check \
 exits 0 when DIR matches and 1 when any file is missing, extra or differs, naming each on stderr.\n\n\
 Examples:\n  checkfu sandbox schema                      # write ./author-kit\n  \
 checkfu sandbox schema --out kit            # write ./kit\n  \

@@ -165,7 +165,8 @@ fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result
 ///
 /// # Errors
 /// Every drifted file, sorted by path: a generated file absent from `dir`
-/// (`Missing`), a file in `dir` the kit does not generate (`Extra`), or one
+/// (`Missing`), a `.json` file under `schema/` or `vectors/` the kit does
+/// not generate (`Extra`), or one
 /// whose bytes differ (`Differs`). An unreadable `dir` reports every file
 /// as missing.
 pub fn check(dir: &Path) -> Result<(), Vec<KitDrift>> {
@@ -189,7 +190,7 @@ pub fn check(dir: &Path) -> Result<(), Vec<KitDrift>> {
         }
     }
     for path in present {
-        if !generated.iter().any(|f| f.path == path) {
+        if kit_owned(&path) && !generated.iter().any(|f| f.path == path) {
             drift.push(KitDrift {
                 path,
                 kind: DriftKind::Extra,
@@ -204,18 +205,45 @@ pub fn check(dir: &Path) -> Result<(), Vec<KitDrift>> {
     }
 }
 
+/// The subdirectories the kit owns: stale `.json` files under them are
+/// removed by [`write`] and reported by [`check`].
+const OWNED_DIRS: [&str; 2] = ["schema/", "vectors/"];
+
+/// The file whose presence marks a directory as an author kit.
+const KIT_MARKER: &str = "schema/vector.schema.json";
+
+fn kit_owned(path: &str) -> bool {
+    OWNED_DIRS.iter().any(|d| path.starts_with(d)) && path.ends_with(".json")
+}
+
 /// Writes the generated kit into `dir` (created when absent) and removes
-/// any other file under it, so that afterwards [`check`] passes.
+/// stale `.json` files under its `schema/` and `vectors/`, so that
+/// afterwards [`check`] passes. Nothing else in `dir` is touched.
 ///
 /// # Errors
-/// The first I/O error.
+/// `InvalidInput` when `dir` is a non-empty directory that is not an author
+/// kit (no `schema/vector.schema.json`): writing there could mix the kit
+/// with unrelated files. Otherwise the first I/O error.
 pub fn write(dir: &Path) -> std::io::Result<()> {
     let generated = generate();
+    let non_empty = std::fs::read_dir(dir)
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false);
+    if non_empty && !dir.join(KIT_MARKER).exists() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a non-empty directory that is not an author kit (no {KIT_MARKER}); \
+                 choose an empty or new directory",
+                dir.display()
+            ),
+        ));
+    }
     std::fs::create_dir_all(dir)?;
     let mut present = Vec::new();
     list_files(dir, dir, &mut present)?;
     for path in present {
-        if !generated.iter().any(|f| f.path == path) {
+        if kit_owned(&path) && !generated.iter().any(|f| f.path == path) {
             std::fs::remove_file(dir.join(&path))?;
         }
     }
