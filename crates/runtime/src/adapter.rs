@@ -44,8 +44,9 @@ impl RecordState {
 
 #[derive(Debug, Clone)]
 struct Record {
-    request: SandboxProvisionRequest,
-    instance: SandboxInstance,
+    // Shared, so admitting a call clones two pointers, not the records.
+    request: Arc<SandboxProvisionRequest>,
+    instance: Arc<SandboxInstance>,
     state: RecordState,
 }
 
@@ -128,7 +129,7 @@ impl Adapter {
 
     /// The accepted instance record for `instance_id`, as last validated.
     pub fn instance(&self, instance_id: &str) -> Option<SandboxInstance> {
-        self.records().get(instance_id).map(|r| r.instance.clone())
+        self.records().get(instance_id).map(|r| (*r.instance).clone())
     }
 
     fn records(&self) -> std::sync::MutexGuard<'_, HashMap<String, Record>> {
@@ -277,8 +278,8 @@ impl Adapter {
         self.records().insert(
             instance.instance_id.clone(),
             Record {
-                request,
-                instance: instance.clone(),
+                request: Arc::new(request),
+                instance: Arc::new(instance.clone()),
                 state: RecordState::Provisioning,
             },
         );
@@ -366,7 +367,7 @@ impl Adapter {
         }
         if let Some(r) = self.records().get_mut(instance_id) {
             r.state = RecordState::Active;
-            r.instance = instance.clone();
+            r.instance = Arc::new(instance.clone());
         }
         guard.accept();
         Ok(instance)
@@ -1026,8 +1027,8 @@ impl Adapter {
         self.records().insert(
             instance.instance_id.clone(),
             Record {
-                request,
-                instance: instance.clone(),
+                request: Arc::new(request),
+                instance: Arc::new(instance.clone()),
                 state: RecordState::Active,
             },
         );
