@@ -37,6 +37,27 @@
 //! apart from `exit(128 + n)`. [`ProcessExit::Signaled`] is therefore only
 //! reported when this module itself delivered that signal.
 //!
+//! # Execs whose process never started
+//!
+//! When runc cannot start an exec's process (executable not found, not
+//! executable, missing working directory), Docker 20.10 reports exit code
+//! 126 whatever the cause and writes its own message (`OCI runtime exec
+//! failed: ...`) on the exec's *stdout* stream, where a workload could
+//! write the same text. What tells the two apart is daemon state:
+//! `ExecInspect.Pid` is set (under the exec's lock) as soon as the process
+//! exists, before any exit can be recorded, and stays set after the exit;
+//! an exec that never started ends with `Pid == 0` and an exit code.
+//! Verified on 20.10 with `true`, `sh -c 'exit 126'` and a shell echoing
+//! the engine's message (all `Pid != 0` after exit) against a missing
+//! executable, a non-executable file, a directory as executable and a
+//! missing working directory (all `Pid == 0`, exit code 126). Such an exec
+//! is reported as [`ExecOutcome::StartFailed`] (bounded) or with
+//! [`ProcessControl::start_failure`] (streaming), with the daemon's message
+//! taken out of the output; see [`StartFailure`] for the exit codes. A
+//! script whose interpreter is missing *does* start (runc's init runs and
+//! its `execve` fails): that is a started process, exit code 1, runc's
+//! message on stderr.
+//!
 //! # Streams after the main process exits
 //!
 //! A background child that inherited stdout keeps the stream open after
@@ -491,6 +512,9 @@ pub struct ExecProcess {
     /// The leader's start time (field 22 of `/proc/<pid>/stat`), to tell
     /// it apart from a later process reusing the PID.
     start_time: u64,
+    /// The PID the daemon reported for the exec, 0 when it reported none
+    /// (yet).
+    daemon_pid: i64,
 }
 
 impl ExecProcess {
@@ -507,6 +531,12 @@ impl ExecProcess {
     /// Host process group ID, when validated.
     pub fn host_pgid(&self) -> Option<i32> {
         self.host_pgid
+    }
+
+    /// The PID the daemon reported while locating, when it reported one:
+    /// proof that the process started (see the module documentation).
+    pub fn daemon_pid(&self) -> Option<i64> {
+        (self.daemon_pid > 0).then_some(self.daemon_pid)
     }
 
     /// Whether the group's leader (the exec's main process) still runs,
@@ -675,6 +705,7 @@ pub async fn locate_exec(
                 host_pgid: None,
                 start_time: 0,
                 unusable: Some("exited before it could be located (daemon settling)".into()),
+                daemon_pid: 0,
             });
         };
         let info = info?;
@@ -692,12 +723,14 @@ pub async fn locate_exec(
                     host_pgid: Some(pgid),
                     unusable: None,
                     start_time,
+                    daemon_pid: pid,
                 },
                 Err(reason) => ExecProcess {
                     exec_id: exec_id.to_string(),
                     host_pgid: None,
                     unusable: Some(reason),
                     start_time: 0,
+                    daemon_pid: pid,
                 },
             });
         }
@@ -711,6 +744,7 @@ pub async fn locate_exec(
                 } else {
                     "no pid reported in time".into()
                 }),
+                daemon_pid: pid.max(0),
             });
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -770,6 +804,67 @@ impl ExecRequest {
     }
 }
 
+/// Most bytes of the daemon's message kept for a [`StartFailure`].
+pub const START_MESSAGE_MAX: usize = 4096;
+
+/// An exec whose process never started, established from daemon state
+/// (`ExecInspect.Pid` never set, an exit code recorded; see the module
+/// documentation), never from output text alone.
+///
+/// Since no workload process ran, everything on the exec's streams came
+/// from the daemon, so its message can be trusted and classified. The
+/// engine itself reports 126 for every cause; this maps, as shells do:
+///
+/// * `127` when the executable was not found (`executable file not
+///   found`, `no such file or directory` about the executable), or when
+///   the engine itself reported 127;
+/// * `126` otherwise: permission denied, not executable, a directory, and
+///   a missing or unusable working directory (`chdir to cwd ... failed`),
+///   which is an invocation failure, not a missing command (the engine's
+///   and `docker exec`'s 126).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFailure {
+    /// 127 (not found) or 126 (could not be invoked).
+    pub code: u8,
+    /// The daemon's message, trimmed (at most [`START_MESSAGE_MAX`] bytes
+    /// of it), or a description when the daemon wrote none.
+    pub message: String,
+}
+
+impl StartFailure {
+    /// Classifies what the daemon wrote for the never-started `argv0`,
+    /// whose exit code it reported as `daemon_code`.
+    pub fn classify(argv0: &str, daemon_code: i64, daemon_output: &[u8]) -> StartFailure {
+        let raw = &daemon_output[..daemon_output.len().min(START_MESSAGE_MAX)];
+        let message = String::from_utf8_lossy(raw).trim().to_owned();
+        let message = if message.is_empty() {
+            format!(
+                "the process of {argv0:?} never started (the daemon reported exit code \
+                 {daemon_code} and no message)"
+            )
+        } else {
+            message
+        };
+        // The executable's own name must not decide the class (think of a
+        // program called `not-found` or `chdir`).
+        let text = if argv0.is_empty() {
+            message.to_ascii_lowercase()
+        } else {
+            message.replace(argv0, "").to_ascii_lowercase()
+        };
+        let working_dir = text.contains("chdir") || text.contains("cwd");
+        let not_found = text.contains("executable file not found")
+            || text.contains("no such file or directory")
+            || text.contains("not found");
+        let code = if !working_dir && (not_found || daemon_code == 127) {
+            127
+        } else {
+            126
+        };
+        StartFailure { code, message }
+    }
+}
+
 /// How a bounded exec ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecOutcome {
@@ -803,6 +898,10 @@ pub enum ExecOutcome {
         /// Stderr collected.
         stderr: Vec<u8>,
     },
+    /// The process never started (daemon state, see [`StartFailure`]).
+    /// There is no workload output: what the daemon wrote on the streams
+    /// is the failure's message.
+    StartFailed(StartFailure),
 }
 
 /// The outcome plus what the caller may want to record.
@@ -855,10 +954,13 @@ fn exec_config(
 /// is no longer running. See the module documentation for background
 /// children and signals.
 ///
+/// An exec whose process never started (missing executable, ...) is not
+/// an error but [`ExecOutcome::StartFailed`], decided from daemon state.
+///
 /// # Errors
 ///
-/// [`DaemonError::Docker`] when the exec cannot be created or started (a
-/// missing binary is *not* an error: the engine reports exit code 126/127).
+/// [`DaemonError::Docker`] when the exec cannot be created or started at
+/// the API level.
 ///
 /// # Cancel safety
 ///
@@ -901,6 +1003,9 @@ pub async fn exec_bounded(
     let limit = request.output_limit_bytes;
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
     let (mut out_n, mut err_n) = (0u64, 0u64);
+    // The first bytes of both streams whatever happens, for the daemon's
+    // message should the process turn out never to have started.
+    let mut head: Vec<u8> = Vec::new();
     let mut overflow: Option<OutputStream> = None;
     let mut timed_out = false;
     let mut group_killed = false;
@@ -921,6 +1026,7 @@ pub async fn exec_bounded(
         tokio::select! {
             item = output.next() => match item {
                 Some(Ok(LogOutput::StdOut { message })) => {
+                    keep_head(&mut head, &message);
                     out_n += message.len() as u64;
                     if overflow.is_none() && !timed_out {
                         if out_n > limit {
@@ -931,6 +1037,7 @@ pub async fn exec_bounded(
                     }
                 }
                 Some(Ok(LogOutput::StdErr { message })) => {
+                    keep_head(&mut head, &message);
                     err_n += message.len() as u64;
                     if overflow.is_none() && !timed_out {
                         if err_n > limit {
@@ -994,7 +1101,7 @@ pub async fn exec_bounded(
     let mut late_pid = 0;
     loop {
         let info = docker.inspect_exec(&exec_id).await?;
-        late_pid = info.pid.unwrap_or(late_pid);
+        late_pid = late_pid.max(info.pid.unwrap_or(0));
         if info.running == Some(false) {
             exit_code = info.exit_code;
             if exit_code.is_some() || Instant::now() >= settle_by {
@@ -1005,6 +1112,20 @@ pub async fn exec_bounded(
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Never started: the daemon recorded an exit but no PID, now or while
+    // locating (a started exec's PID is recorded before its exit, and kept).
+    if let (Some(code), 0, None) = (exit_code, late_pid, located.daemon_pid()) {
+        let argv0 = request.argv.first().map_or("", String::as_str);
+        return Ok(ExecReport {
+            outcome: ExecOutcome::StartFailed(StartFailure::classify(argv0, code, &head)),
+            started_at,
+            ended_at: Instant::now(),
+            exec_id,
+            group_killed,
+            abandoned_stream,
+            process: located,
+        });
     }
     let mut located = located;
     if !located.killable()
@@ -1055,6 +1176,38 @@ pub async fn exec_bounded(
         abandoned_stream,
         process: located,
     })
+}
+
+fn keep_head(head: &mut Vec<u8>, chunk: &[u8]) {
+    let room = START_MESSAGE_MAX.saturating_sub(head.len());
+    head.extend_from_slice(&chunk[..chunk.len().min(room)]);
+}
+
+/// After `locate_exec` saw no PID: waits (at most `bound`) until the daemon
+/// either reports a PID (started: `None`) or records an exit without one
+/// (never started: `Some(exit code)`). Running out of time counts as
+/// started, the conservative answer.
+async fn never_started_code(
+    docker: &Docker,
+    exec_id: &str,
+    bound: Duration,
+) -> Result<Option<i64>, DaemonError> {
+    let until = Instant::now() + bound;
+    loop {
+        let info = docker.inspect_exec(exec_id).await?;
+        if info.pid.unwrap_or(0) > 0 {
+            return Ok(None);
+        }
+        if info.running == Some(false) {
+            if let Some(code) = info.exit_code {
+                return Ok(Some(code));
+            }
+        }
+        if Instant::now() >= until {
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1135,6 +1288,7 @@ pub struct ProcessControl {
     sent: Arc<Mutex<Vec<ProcessSignal>>>,
     nudge: Arc<Notify>,
     stderr_dropped_bytes: Arc<std::sync::atomic::AtomicU64>,
+    start_failure: Option<StartFailure>,
 }
 
 impl ProcessControl {
@@ -1169,6 +1323,14 @@ impl ProcessControl {
     /// The exit if it has settled.
     pub fn try_exit(&self) -> Option<ProcessExit> {
         *self.exit.borrow()
+    }
+
+    /// Why the process never started, when it did not (daemon state, see
+    /// [`StartFailure`]). Such a process has settled already with
+    /// [`ProcessExit::Code`] of [`StartFailure::code`]; its stdout is empty
+    /// and its stderr holds the daemon's message.
+    pub fn start_failure(&self) -> Option<&StartFailure> {
+        self.start_failure.as_ref()
     }
 
     /// Sends `signal` to the process group.
@@ -1230,6 +1392,11 @@ pub const STDERR_QUEUE_CHUNKS: usize = 64;
 /// first, backing off to 500 ms, and at once after EOF or a signal), so
 /// `wait` settles even when nobody reads the output.
 ///
+/// A process that never started (daemon state, see [`StartFailure`]) is
+/// returned settled: `wait` gives [`ProcessExit::Code`] 127 or 126, stdout
+/// ends at once with nothing, stderr carries the daemon's message (never
+/// stdout), and [`ProcessControl::start_failure`] says why.
+///
 /// # Errors
 ///
 /// [`DaemonError::Docker`] when the exec cannot be created or started.
@@ -1254,6 +1421,24 @@ pub async fn exec_streaming(
         return Err(DaemonError::Unexpected("exec started detached".into()));
     };
     let process = locate_exec(docker, container_id, &exec_id, Duration::from_secs(5)).await?;
+    if process.daemon_pid().is_none() {
+        if let Some(code) = never_started_code(docker, &exec_id, EXIT_SETTLE_BOUND).await? {
+            // Only the daemon wrote on these streams; it closes them at once.
+            let mut head = Vec::new();
+            let _ = tokio::time::timeout(EXIT_SETTLE_BOUND, async {
+                while let Some(Ok(item)) = output.next().await {
+                    if let LogOutput::StdOut { message } | LogOutput::StdErr { message } = item {
+                        keep_head(&mut head, &message);
+                    }
+                }
+            })
+            .await;
+            drop(output);
+            let argv0 = argv.first().map_or("", String::as_str);
+            let failure = StartFailure::classify(argv0, code, &head);
+            return Ok(settled_start_failure(exec_id, process, input, failure));
+        }
+    }
     let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(STDOUT_QUEUE_CHUNKS);
     let (err_tx, err_rx) = mpsc::channel::<Vec<u8>>(STDERR_QUEUE_CHUNKS);
     let (exit_tx, exit_rx) = watch::channel(None);
@@ -1354,8 +1539,35 @@ pub async fn exec_streaming(
             sent,
             nudge,
             stderr_dropped_bytes: dropped,
+            start_failure: None,
         },
     })
+}
+
+fn settled_start_failure(
+    exec_id: String,
+    process: ExecProcess,
+    input: Pin<Box<dyn AsyncWrite + Send>>,
+    failure: StartFailure,
+) -> StreamingExec {
+    let (_, out_rx) = mpsc::channel::<Vec<u8>>(1);
+    let (err_tx, err_rx) = mpsc::channel::<Vec<u8>>(1);
+    let _ = err_tx.try_send(format!("{}\n", failure.message).into_bytes());
+    let (_, exit_rx) = watch::channel(Some(ProcessExit::Code(i64::from(failure.code))));
+    StreamingExec {
+        stdin: ProcessInput { inner: input },
+        stdout: OutputReceiver { rx: out_rx },
+        stderr: OutputReceiver { rx: err_rx },
+        control: ProcessControl {
+            exec_id,
+            process,
+            exit: exit_rx,
+            sent: Arc::new(Mutex::new(Vec::new())),
+            nudge: Arc::new(Notify::new()),
+            stderr_dropped_bytes: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            start_failure: Some(failure),
+        },
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1749,6 +1961,64 @@ mod tests {
             }
         }
         b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn start_failures_are_classified_from_the_daemon_message() {
+        let oci = "OCI runtime exec failed: exec failed: unable to start container process: ";
+        let cases: &[(&str, i64, String, u8)] = &[
+            (
+                "nosuch",
+                126,
+                format!("{oci}exec: \"nosuch\": executable file not found in $PATH: unknown\r\n"),
+                127,
+            ),
+            (
+                "/no/bin",
+                126,
+                format!("{oci}exec: \"/no/bin\": stat /no/bin: no such file or directory: unknown"),
+                127,
+            ),
+            (
+                "/tmp/f",
+                126,
+                format!("{oci}exec: \"/tmp/f\": permission denied: unknown"),
+                126,
+            ),
+            (
+                "true",
+                126,
+                format!(
+                    "{oci}chdir to cwd (\"/nope\") set in config.json failed: no such file or \
+                     directory: unknown"
+                ),
+                126,
+            ),
+            // The executable's name does not decide the class.
+            (
+                "chdir",
+                126,
+                format!("{oci}exec: \"chdir\": executable file not found in $PATH: unknown"),
+                127,
+            ),
+            (
+                "/bin/not-found",
+                126,
+                format!("{oci}exec: \"/bin/not-found\": permission denied: unknown"),
+                126,
+            ),
+            // An engine that reports 127 itself is believed.
+            ("x", 127, String::new(), 127),
+            ("x", 126, String::new(), 126),
+        ];
+        for (argv0, daemon_code, raw, want) in cases {
+            let f = StartFailure::classify(argv0, *daemon_code, raw.as_bytes());
+            assert_eq!(f.code, *want, "{argv0}: {raw}");
+            assert!(!f.message.is_empty() && !f.message.ends_with('\n'));
+        }
+        let long = vec![b'x'; START_MESSAGE_MAX * 2];
+        let f = StartFailure::classify("x", 126, &long);
+        assert_eq!(f.message.len(), START_MESSAGE_MAX);
     }
 
     #[test]

@@ -1507,6 +1507,14 @@ impl SandboxProvider for DockerProvider {
             daemon::ExecOutcome::TimedOut { stdout, stderr } => {
                 (ExitCause::TimedOut, stdout, stderr)
             }
+            // Decided from daemon state (no PID ever), so the daemon's
+            // message is trusted: it is not workload output, and goes to
+            // stderr. A started workload's 126/127 is `Exited` above.
+            daemon::ExecOutcome::StartFailed(failure) => (
+                ExitCause::ExitCode(failure.code),
+                Vec::new(),
+                format!("{}\n", failure.message).into_bytes(),
+            ),
             daemon::ExecOutcome::OutputLimit {
                 stream,
                 limit_bytes,

@@ -68,12 +68,58 @@ async fn bounded_exec_behaviour() {
     .await
     .unwrap();
     assert_eq!(exited(&r), (7, &b"out\n"[..], &b"err\n"[..]));
-    // Missing binary: the engine's code, not an error.
+    // Missing binary: not an error, and not output. The daemon recorded an
+    // exit (126 whatever the cause) but never a PID; the daemon's message
+    // is the failure's, classified 127.
     let r = daemon::exec_bounded(&docker, &id, &ExecRequest::new(&["/no/such"]))
         .await
         .unwrap();
-    let code = exited(&r).0;
-    assert!(code == 126 || code == 127, "missing binary gave {code}");
+    match &r.outcome {
+        ExecOutcome::StartFailed(f) => {
+            assert_eq!(f.code, 127, "{f:?}");
+            assert!(f.message.contains("\"/no/such\""), "{f:?}");
+            assert!(f.message.starts_with("OCI runtime exec failed"), "{f:?}");
+        }
+        other => panic!("expected StartFailed, got {other:?}"),
+    }
+    let info = docker.inspect_exec(&r.exec_id).await.unwrap();
+    assert_eq!(
+        (info.pid.unwrap_or(0), info.running, info.exit_code),
+        (0, Some(false), Some(126))
+    );
+    // Even a limit the daemon's own message passes does not turn it into
+    // workload output.
+    let mut req = ExecRequest::new(&["nosuch"]);
+    req.output_limit_bytes = 8;
+    let r = daemon::exec_bounded(&docker, &id, &req).await.unwrap();
+    assert!(
+        matches!(&r.outcome, ExecOutcome::StartFailed(f) if f.code == 127 && f.message.contains("executable file not found")),
+        "{:?}",
+        r.outcome
+    );
+    // Real processes that exit at once did start: the daemon keeps their
+    // PID after the exit, so neither a fast exit nor a forged message
+    // passes for a start failure.
+    for argv in [
+        &["true"][..],
+        &["sh", "-c", "exit 126"],
+        &[
+            "sh",
+            "-c",
+            "echo 'OCI runtime exec failed: no such file'; exit 126",
+        ],
+    ] {
+        for _ in 0..10 {
+            let r = daemon::exec_bounded(&docker, &id, &ExecRequest::new(argv))
+                .await
+                .unwrap();
+            let (code, _, _) = exited(&r);
+            assert_eq!(code, if argv[0] == "true" { 0 } else { 126 }, "{argv:?}");
+            let info = docker.inspect_exec(&r.exec_id).await.unwrap();
+            assert!(info.pid.unwrap_or(0) > 0, "{argv:?}: {info:?}");
+            assert_eq!(info.running, Some(false), "{argv:?}");
+        }
+    }
     // Env and working dir.
     let mut req = ExecRequest::new(&["sh", "-c", "echo $FOO; pwd"]);
     req.env = vec!["FOO=bar baz".into()];

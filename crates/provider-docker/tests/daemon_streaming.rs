@@ -124,6 +124,47 @@ async fn streaming_exec_behaviour() {
         ProcessExit::Signaled(ProcessSignal::Terminate)
     );
 
+    // A process that never started (daemon state: an exit, never a PID)
+    // settles at once: 127 or 126, nothing on stdout, the daemon's message
+    // on stderr.
+    for (args, code, wd) in [
+        (&["nosuch"][..], 127, None),
+        (&["/etc"][..], 126, None),
+        (&["true"][..], 126, Some("/no/such/dir")),
+    ] {
+        let mut p = daemon::exec_streaming(&docker, &id, &argv(args), &[], wd, None)
+            .await
+            .unwrap();
+        assert_eq!(p.control.wait().await, ProcessExit::Code(code), "{args:?}");
+        let failure = p.control.start_failure().expect("start failure").clone();
+        assert_eq!(failure.code as i64, code);
+        assert!(collect(&mut p.stdout).await.is_empty(), "{args:?}");
+        let err = String::from_utf8(collect(&mut p.stderr).await).unwrap();
+        assert_eq!(err, format!("{}\n", failure.message));
+        assert!(err.starts_with("OCI runtime exec failed"), "{err}");
+    }
+    // A started process printing the same text and exiting 126 is just that.
+    let mut p = daemon::exec_streaming(
+        &docker,
+        &id,
+        &argv(&[
+            "sh",
+            "-c",
+            "echo 'OCI runtime exec failed: no such file'; exit 126",
+        ]),
+        &[],
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(p.control.wait().await, ProcessExit::Code(126));
+    assert!(p.control.start_failure().is_none());
+    assert_eq!(
+        collect(&mut p.stdout).await,
+        b"OCI runtime exec failed: no such file\n"
+    );
+
     // destroy is idempotent and bounded; wait settles even if nobody reads.
     let p = daemon::exec_streaming(
         &docker,

@@ -40,15 +40,12 @@ async fn execute_settles_every_way() {
     // A missing program: the shell's 127, passed through.
     let r = env.run(id, &["sh", "-c", "no-such-program"]).await;
     assert_eq!(r.exit, ExitCause::ExitCode(127));
-    let r = a.execute(id, command(&["/no/such/binary"])).await;
-    match r {
-        Ok(r) => assert!(
-            matches!(r.exit, ExitCause::ExitCode(126 | 127)),
-            "{:?}",
-            r.exit
-        ),
-        Err(e) => panic!("a missing executable is an exit code, not {e}"),
-    }
+    let r = a
+        .execute(id, command(&["/no/such/binary"]))
+        .await
+        .unwrap_or_else(|e| panic!("a missing executable is an exit code, not {e}"));
+    assert_eq!(r.exit, ExitCause::ExitCode(127));
+    assert!(r.stdout_base64.is_empty());
 
     // stdin, environment, working directory.
     let mut c = command(&["sh", "-c", "cat; echo \" $GREETING\"; pwd"]);
@@ -90,7 +87,13 @@ async fn execute_settles_every_way() {
     let t = Instant::now();
     let mut c = command(&["sh", "-c", "while :; do echo yes; done"]);
     c.output_limit_bytes = 10_000;
-    assert!(a.execute(id, c).await.is_err());
+    assert_eq!(
+        *a.execute(id, c).await.unwrap_err().error(),
+        SandboxError::SandboxOutputLimitExceeded {
+            stream: OutputStream::Stdout,
+            limit_bytes: 10_000
+        }
+    );
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
 
     // A timeout is an exit cause and keeps what was produced.
@@ -115,6 +118,113 @@ async fn execute_settles_every_way() {
         "{}",
         text(&r.stdout_base64.0)
     );
+}
+
+/// An exec the engine could not start is told from a workload by daemon
+/// state (the daemon never recorded a PID for it), not by its output: 127
+/// when the executable is not found, 126 when it cannot be invoked, stdout
+/// empty and the engine's message on stderr. A workload that prints the
+/// engine's message and exits 126 keeps its code and its stdout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_start_failures_come_from_daemon_state() {
+    let Some(env) = ProviderEnv::new("execute_start_failures_come_from_daemon_state").await else {
+        return;
+    };
+    let inst = env
+        .active(env.request("s", RetentionMode::EphemeralZdr, &[], 600), &[])
+        .await;
+    let id = inst.instance_id.as_str();
+    let a = &env.adapter;
+
+    // Not found: the shape of the memory oracle's unknown command.
+    let r = env.run(id, &["nosuch"]).await;
+    assert_eq!(r.exit, ExitCause::ExitCode(127));
+    assert!(r.stdout_base64.is_empty(), "{}", text(&r.stdout_base64.0));
+    let err = text(&r.stderr_base64.0);
+    assert!(err.contains("\"nosuch\""), "{err}");
+    assert!(err.contains("executable file not found"), "{err}");
+    assert!(err.ends_with('\n') && !err.contains('\r'), "{err:?}");
+
+    // Found but not executable.
+    let r = env
+        .run(id, &["sh", "-c", "touch /mnt/session/outputs/f"])
+        .await;
+    assert_eq!(
+        r.exit,
+        ExitCause::ExitCode(0),
+        "{}",
+        text(&r.stderr_base64.0)
+    );
+    let r = env.run(id, &["/mnt/session/outputs/f"]).await;
+    assert_eq!(r.exit, ExitCause::ExitCode(126));
+    assert!(r.stdout_base64.is_empty(), "{}", text(&r.stdout_base64.0));
+    let err = text(&r.stderr_base64.0);
+    assert!(err.contains("/mnt/session/outputs/f"), "{err}");
+    assert!(err.contains("permission denied"), "{err}");
+
+    // A missing working directory: the engine cannot start the process
+    // (`chdir to cwd ... failed: no such file or directory`) and reports
+    // 126, like `docker exec -w`; it is an invocation failure, not a
+    // missing command, so it stays 126.
+    let mut c = command(&["true"]);
+    c.working_directory = "/no/such/dir".into();
+    let r = a.execute(id, c).await.unwrap();
+    assert_eq!(r.exit, ExitCause::ExitCode(126));
+    assert!(r.stdout_base64.is_empty(), "{}", text(&r.stdout_base64.0));
+    assert!(
+        text(&r.stderr_base64.0).contains("/no/such/dir"),
+        "{}",
+        text(&r.stderr_base64.0)
+    );
+
+    // A workload forging the engine's message: passed through untouched.
+    let forged = "OCI runtime exec failed: no such file or directory";
+    let script = format!("echo \"{forged}\"; exit 126");
+    let r = env.run(id, &["sh", "-c", &script]).await;
+    assert_eq!(r.exit, ExitCause::ExitCode(126));
+    assert_eq!(text(&r.stdout_base64.0), format!("{forged}\n"));
+    assert!(r.stderr_base64.is_empty());
+    let r = env
+        .run(id, &["sh", "-c", &format!("echo \"{forged}\"; exit 127")])
+        .await;
+    assert_eq!(r.exit, ExitCause::ExitCode(127));
+    assert_eq!(text(&r.stdout_base64.0), format!("{forged}\n"));
+    // Fast exits started too.
+    for _ in 0..10 {
+        assert_eq!(env.run(id, &["true"]).await.exit, ExitCause::ExitCode(0));
+        let r = env.run(id, &["sh", "-c", "exit 126"]).await;
+        assert_eq!(r.exit, ExitCause::ExitCode(126));
+        assert!(r.stderr_base64.is_empty() && r.stdout_base64.is_empty());
+    }
+
+    // openProcess: a start failure settles wait with 127/126, nothing on
+    // the output, the engine's message on the error stream.
+    let request = |argv: &[&str]| SandboxProcessRequest {
+        instance_id: id.to_owned(),
+        executable: argv[0].into(),
+        arguments: argv[1..].iter().map(|s| s.to_string()).collect(),
+        working_directory: "/".into(),
+        environment: Default::default(),
+    };
+    for (argv, code) in [(&["nosuch"][..], 127), (&["/mnt/session/outputs/f"], 126)] {
+        let mut p = a.open_process(request(argv)).await.unwrap();
+        assert_eq!(p.handle.wait().await.unwrap(), ProcessExit::ExitCode(code));
+        let mut out = Vec::new();
+        p.output.read_to_end(&mut out).await.unwrap();
+        assert!(out.is_empty(), "{argv:?}: {}", text(&out));
+        let mut err = Vec::new();
+        p.error.read_to_end(&mut err).await.unwrap();
+        assert!(text(&err).contains(argv[0]), "{}", text(&err));
+        p.handle.destroy().await.unwrap();
+    }
+    let mut p = a
+        .open_process(request(&["sh", "-c", &script]))
+        .await
+        .unwrap();
+    assert_eq!(p.handle.wait().await.unwrap(), ProcessExit::ExitCode(126));
+    let mut out = Vec::new();
+    p.output.read_to_end(&mut out).await.unwrap();
+    assert_eq!(text(&out), format!("{forged}\n"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -227,7 +227,18 @@ async fn lifecycle_through_the_runtime() {
     let after = a.list_project_dir(&rid, "/work", 100).await.unwrap();
     assert_eq!(after.entries, before.entries);
     assert_eq!(a.read_file(&rid, "/work/in", 64).await.unwrap(), b"seed\n");
-    assert!(a.read_file(&rid, "/work/abs", 64).await.is_err());
+    let e = a.read_file(&rid, "/work/abs", 64).await.unwrap_err();
+    assert!(
+        matches!(
+            e.error(),
+            SandboxError::SandboxOperationFailed {
+                operation,
+                reason: FailureReason::OutsideRoot,
+                ..
+            } if operation == "read_file"
+        ),
+        "{e}"
+    );
     let r = env
         .run(
             &rid,
