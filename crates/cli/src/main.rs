@@ -22,7 +22,9 @@ mod cmd;
   checkfu sandbox capabilities --provider docker
   checkfu completions bash > /etc/bash_completion.d/checkfu
 
-Set RUST_LOG (e.g. RUST_LOG=debug) for tracing on stderr; it is off by default."
+Set RUST_LOG (e.g. RUST_LOG=debug) for tracing on stderr; it is off by default.
+When stdout is closed by its reader (`checkfu sandbox faults | head -1`), a command stops writing
+and exits 141, the status of a SIGPIPE death."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,7 +43,9 @@ enum Top {
     #[command(after_help = "Examples:
   checkfu completions bash > ~/.local/share/bash-completion/completions/checkfu
   checkfu completions zsh > \"${fpath[1]}/_checkfu\"
-  checkfu completions fish > ~/.config/fish/completions/checkfu.fish")]
+  checkfu completions fish > ~/.config/fish/completions/checkfu.fish
+
+Exit status: 0; 2 for an unknown shell; 141 when stdout was closed early.")]
     Completions {
         /// The shell.
         #[arg(value_enum)]
@@ -103,13 +107,13 @@ fn main() -> ExitCode {
                 CompletionShell::Zsh => clap_complete::Shell::Zsh,
                 CompletionShell::Fish => clap_complete::Shell::Fish,
             };
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "checkfu",
-                &mut std::io::stdout(),
-            );
-            ExitCode::SUCCESS
+            // Generated in memory: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "checkfu", &mut script);
+            match cmd::out::write(&script) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(gone) => gone.exit(),
+            }
         }
     }
 }

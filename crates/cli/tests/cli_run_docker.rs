@@ -65,6 +65,12 @@ fn docker_exit_statuses() {
     );
     let o = output(env.run(&["--", "/etc/passwd"]));
     assert_eq!(code(&o), 126, "{}", describe(&o));
+    assert_eq!(
+        stdout(&o),
+        "",
+        "the daemon's message is not workload output"
+    );
+    assert!(stderr(&o).contains("permission denied"), "{}", describe(&o));
     let o = output(env.run(&["--timeout", "1", "--", "sleep", "30"]));
     assert_eq!(code(&o), 124, "{}", describe(&o));
     let o = output(env.run(&["--", "sh", "-c", "kill -KILL $$"]));
@@ -255,7 +261,110 @@ fn docker_prompt_mode_statuses() {
         "",
         "the engine's message is not workload output"
     );
+    assert!(
+        stderr(&o).contains("executable file not found"),
+        "{}",
+        describe(&o)
+    );
     let o = output(env.run(&["--prompt", prompt, "--timeout", "1", "--", "sleep", "30"]));
     assert_eq!(code(&o), 124, "{}", describe(&o));
+    env.finish();
+}
+
+#[test]
+fn docker_workload_text_never_changes_the_exit_status() {
+    let Some(env) = docker("docker_forged_start_failure") else {
+        return;
+    };
+    // A workload that prints the engine's start-failure text and exits 126
+    // keeps both: only the provider, from daemon state, decides that an
+    // exec never started.
+    let forged = "OCI runtime exec failed: exec failed: executable file not found in $PATH";
+    let o = output(env.run(&["--", "sh", "-c", &format!("echo '{forged}'; exit 126")]));
+    assert_eq!(code(&o), 126, "{}", describe(&o));
+    assert_eq!(stdout(&o), format!("{forged}\n"), "{}", describe(&o));
+    let tmp = tempfile::tempdir().unwrap();
+    let p = write(tmp.path(), "p.txt", b"");
+    let o = output(env.run(&[
+        "--prompt",
+        p.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &format!("echo '{forged}'; exit 126"),
+    ]));
+    assert_eq!(code(&o), 126, "{}", describe(&o));
+    assert_eq!(stdout(&o), format!("{forged}\n"), "{}", describe(&o));
+    env.finish();
+}
+
+#[test]
+fn docker_outputs_over_16_mib_are_skipped_and_the_rest_copied() {
+    let Some(env) = docker("docker_outputs_big") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let o = output(env.run(&[
+        "--outputs",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "head -c 20000000 /dev/zero > /mnt/session/outputs/big; \
+         mkdir /mnt/session/outputs/d; echo small > /mnt/session/outputs/d/small; exit 3",
+    ]));
+    assert_eq!(code(&o), 125, "{}", describe(&o));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("/mnt/session/outputs/big"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("20000000 bytes") && lines[0].contains("16 MiB"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the workload exited with status 3; the output copy is incomplete"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(out.join("d/small")).unwrap(), b"small\n");
+    assert!(!out.join("big").exists());
+    assert_eq!(env.containers(), Vec::<String>::new(), "released");
+    env.finish();
+}
+
+#[test]
+fn docker_resource_limits_reach_the_container() {
+    let Some(env) = docker("docker_resources") else {
+        return;
+    };
+    // cgroup v1 inside the container shows its own limits.
+    let o = output(env.run(&["--", "cat", "/sys/fs/cgroup/pids/pids.max"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(stdout(&o), "1024\n", "the default process limit");
+    let o = output(env.run(&[
+        "--pids",
+        "64",
+        "--memory",
+        "512M",
+        "--cpus",
+        "0.5",
+        "--",
+        "cat",
+        "/sys/fs/cgroup/pids/pids.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+        "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+        "/sys/fs/cgroup/cpu/cpu.cfs_period_us",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let values: Vec<u64> = stdout(&o)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(values[0], 64, "{}", describe(&o));
+    assert_eq!(values[1], 512 * 1024 * 1024, "{}", describe(&o));
+    assert_eq!(values[2] * 1000 / values[3], 500, "half a core: {values:?}");
     env.finish();
 }

@@ -245,3 +245,105 @@ fn staging_many_files_shows_progress_on_stderr() {
         "{err}"
     );
 }
+
+#[test]
+fn an_output_over_16_mib_is_named_and_the_run_exits_125() {
+    let tmp = tempfile::tempdir().unwrap();
+    let size = 16 * 1024 * 1024 + 1;
+    let p = write(tmp.path(), "p.bin", &vec![7u8; size]);
+    let out = tmp.path().join("out");
+    let o = output(run_memory(&[
+        "--outputs",
+        out.to_str().unwrap(),
+        "--prompt",
+        p.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "cat > /mnt/session/outputs/big",
+    ]));
+    assert_eq!(code(&o), 125, "{}", describe(&o));
+    let err = stderr(&o);
+    let skipped: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("/mnt/session/outputs/big"))
+        .collect();
+    assert_eq!(skipped.len(), 1, "{err}");
+    assert!(
+        skipped[0].contains(&format!("{size} bytes")) && skipped[0].contains("16 MiB"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the workload exited with status 0; the output copy is incomplete"),
+        "{err}"
+    );
+    assert!(out.is_dir(), "the output folder is created: {err}");
+    assert!(!out.join("big").exists());
+    let help = output(checkfu().args(["sandbox", "run", "--help"]));
+    let help = stdout(&help)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        help.contains("or when the output copy is incomplete (the workload's status is reported on stderr first)"),
+        "{help}"
+    );
+}
+
+#[test]
+fn prompt_and_output_limit_together_are_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = write(tmp.path(), "p.txt", b"hi\n");
+    let o = output(run_memory(&[
+        "--prompt",
+        p.to_str().unwrap(),
+        "--output-limit",
+        "10",
+        "--",
+        "cat",
+    ]));
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("cannot be used with"),
+        "{}",
+        describe(&o)
+    );
+}
+
+#[test]
+fn a_repeated_env_key_is_refused() {
+    let o = output(run_memory(&[
+        "--env", "KEY=one", "--env", "OTHER=x", "--env", "KEY=two", "--", "env",
+    ]));
+    assert_one_line_failure(
+        &o,
+        125,
+        &[
+            "field command.environment",
+            "KEY given more than once",
+            "--env KEY",
+        ],
+    );
+    assert_eq!(stdout(&o), "", "nothing ran: {}", describe(&o));
+}
+
+#[test]
+fn resource_limits_the_oracle_does_not_enforce_are_refused() {
+    // No flag: the oracle enforces no process limit, so no default is asked.
+    let o = output(run_memory(&["--", "true"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    for flag in [["--pids", "64"], ["--memory", "512M"], ["--cpus", "1.5"]] {
+        let o = output(run_memory(&[flag[0], flag[1], "--", "true"]));
+        assert_one_line_failure(&o, 125, &["resources"]);
+    }
+    for bad in [
+        ["--pids", "0"],
+        ["--memory", "12Q"],
+        ["--memory", "0"],
+        ["--cpus", "0"],
+        ["--cpus", "1.2345"],
+    ] {
+        let o = output(run_memory(&[bad[0], bad[1], "--", "true"]));
+        assert_eq!(code(&o), 2, "{bad:?}: {}", describe(&o));
+    }
+}

@@ -56,3 +56,19 @@ fn usage_error_exits_2_and_help_has_an_example() {
     assert_eq!(help.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&help.stdout).contains("checkfu sandbox schema --check"));
 }
+
+#[test]
+fn check_without_a_kit_directory_is_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_checkfu"))
+        .args(["sandbox", "schema", "--check"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        stderr,
+        "checkfu: schema: author-kit not found (run from the repository root or pass --out DIR)\n"
+    );
+}

@@ -129,3 +129,73 @@ fn bollard_list_all_with_label(
         .filters(&filters)
         .build()
 }
+
+/// `close` removes everything carrying the target's scope label, also what
+/// the provider's inventory does not know: an image committed from a
+/// listener (as a dropped snapshot call can leave one), a second network,
+/// the listener itself; then the state directory. A second `close` is a
+/// no-op.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_close_removes_everything_of_the_scope() {
+    if !daemon_or_skip("docker_close_removes_everything_of_the_scope").await {
+        return;
+    }
+    let target = DockerTarget::new(&busybox(), &mut |line| eprintln!("fixture: {line}"))
+        .await
+        .expect("docker target");
+    let scope = target.scope().to_owned();
+    let state_dir = target.docker_provider().state_dir().to_path_buf();
+    let docker = target.docker_provider().docker().clone();
+    target.start_listener().await.expect("listener");
+    let label = [(LABEL_SCOPE, scope.as_str())];
+    let listeners = daemon::list_containers_by_labels(&docker, &label)
+        .await
+        .expect("list containers");
+    assert_eq!(listeners.len(), 1, "{listeners:?}");
+    let labels = std::collections::HashMap::from([
+        (LABEL_SCOPE.to_owned(), scope.clone()),
+        (
+            checkfu_sandbox_docker::provider::LABEL_KIND.to_owned(),
+            "conformance-support".to_owned(),
+        ),
+    ]);
+    daemon::commit_container(
+        &docker,
+        listeners[0].id.as_deref().expect("an id"),
+        None,
+        &labels,
+    )
+    .await
+    .expect("commit");
+    let extra = format!("checkfu-{scope}-extra");
+    checkfu_sandbox_docker::testnet::create_network(&docker, &extra, &labels)
+        .await
+        .expect("extra network");
+    assert!(state_dir.exists());
+
+    target.close().await.expect("close");
+
+    let containers = daemon::list_containers_by_labels(&docker, &label)
+        .await
+        .expect("list containers");
+    assert!(containers.is_empty(), "containers left: {containers:?}");
+    let images = docker
+        .list_images(Some(bollard_list_all_with_label(&scope)))
+        .await
+        .expect("list images");
+    assert!(images.is_empty(), "images left: {images:?}");
+    let networks = docker
+        .list_networks(
+            None::<checkfu_sandbox_docker::bollard::query_parameters::ListNetworksOptions>,
+        )
+        .await
+        .expect("list networks");
+    let left: Vec<_> = networks
+        .iter()
+        .filter_map(|n| n.name.as_deref())
+        .filter(|n| n.contains(&scope))
+        .collect();
+    assert!(left.is_empty(), "networks left: {left:?}");
+    assert!(!state_dir.exists(), "state directory left");
+    target.close().await.expect("a second close");
+}

@@ -129,7 +129,9 @@ impl Adapter {
 
     /// The accepted instance record for `instance_id`, as last validated.
     pub fn instance(&self, instance_id: &str) -> Option<SandboxInstance> {
-        self.records().get(instance_id).map(|r| (*r.instance).clone())
+        self.records()
+            .get(instance_id)
+            .map(|r| (*r.instance).clone())
     }
 
     fn records(&self) -> std::sync::MutexGuard<'_, HashMap<String, Record>> {

@@ -24,7 +24,8 @@ Examples:
   checkfu sandbox capabilities
   checkfu sandbox capabilities --provider docker --json
 
-Exit status: 0; 125 when the provider cannot be reached or its envelope is refused."
+Exit status: 0; 125 when the provider cannot be reached or its envelope is refused; 141 when \
+stdout was closed early (as a SIGPIPE death)."
 )]
 pub struct CapabilitiesArgs {
     /// Provider to describe.
@@ -115,43 +116,56 @@ pub fn run(args: CapabilitiesArgs) -> ExitCode {
             Ok(e) => e,
             Err(f) => return Failure::sandbox(&f).report(),
         };
-        let tokens = tokens(&envelope);
-        if args.json {
-            let tokens: Vec<Value> = tokens
-                .iter()
-                .map(|(t, backed)| match backed {
-                    Ok(()) => json!({"token": t.as_str(), "backed": true}),
-                    Err(needs) => json!({"token": t.as_str(), "backed": false, "needs": needs}),
-                })
-                .collect();
-            let doc = json!({
-                "provider": backend.id(),
-                "capabilities": envelope,
-                "tokens": tokens,
-            });
-            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
-        } else {
-            let rows = table_rows(&envelope);
-            let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-            println!("provider  {}", backend.id());
-            println!();
-            for (k, v) in rows {
-                println!("{k:<width$}  {v}");
-            }
-            println!();
-            println!("conformance tokens:");
-            let width = Token::ALL
-                .iter()
-                .map(|t| t.as_str().len())
-                .max()
-                .unwrap_or(0);
-            for (t, backed) in tokens {
-                match backed {
-                    Ok(()) => println!("  {:<width$}  backed", t.as_str()),
-                    Err(needs) => println!("  {:<width$}  not backed: needs {needs}", t.as_str()),
-                }
-            }
+        let text = render(&backend, &envelope, args.json);
+        match super::out::print(&text) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(gone) => gone.exit(),
         }
-        ExitCode::SUCCESS
     })
+}
+
+/// What the command prints: the JSON document, or the table.
+fn render(backend: &Backend, envelope: &SandboxProviderCapabilities, json: bool) -> String {
+    use std::fmt::Write as _;
+    let tokens = tokens(envelope);
+    let mut s = String::new();
+    if json {
+        let tokens: Vec<Value> = tokens
+            .iter()
+            .map(|(t, backed)| match backed {
+                Ok(()) => json!({"token": t.as_str(), "backed": true}),
+                Err(needs) => json!({"token": t.as_str(), "backed": false, "needs": needs}),
+            })
+            .collect();
+        let doc = json!({
+            "provider": backend.id(),
+            "capabilities": envelope,
+            "tokens": tokens,
+        });
+        let _ = writeln!(
+            s,
+            "{}",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        );
+    } else {
+        let rows = table_rows(envelope);
+        let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        let _ = writeln!(s, "provider  {}\n", backend.id());
+        for (k, v) in rows {
+            let _ = writeln!(s, "{k:<width$}  {v}");
+        }
+        let _ = writeln!(s, "\nconformance tokens:");
+        let width = Token::ALL
+            .iter()
+            .map(|t| t.as_str().len())
+            .max()
+            .unwrap_or(0);
+        for (t, backed) in tokens {
+            let _ = match backed {
+                Ok(()) => writeln!(s, "  {:<width$}  backed", t.as_str()),
+                Err(needs) => writeln!(s, "  {:<width$}  not backed: needs {needs}", t.as_str()),
+            };
+        }
+    }
+    s
 }

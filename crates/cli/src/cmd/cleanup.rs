@@ -9,6 +9,7 @@ use checkfu_sandbox_runtime::SandboxRuntime;
 
 use super::backend::Backend;
 use super::fail::Failure;
+use super::out::StdoutGone;
 use super::ProviderArg;
 
 /// Flags of `checkfu sandbox cleanup`.
@@ -30,7 +31,8 @@ Examples:
   checkfu sandbox cleanup --provider docker --older-than 30m --dry-run
   CHECKFU_SCOPE=ci checkfu sandbox cleanup --provider docker --older-than 0s
 
-Exit status: 0; 2 for a malformed duration; 125 when the provider failed."
+Exit status: 0; 2 for a malformed duration; 125 when the provider failed; 141 when stdout was \
+closed early (as a SIGPIPE death)."
 )]
 pub struct CleanupArgs {
     /// Provider to sweep.
@@ -109,13 +111,15 @@ pub fn run(args: CleanupArgs) -> ExitCode {
     };
     runtime.block_on(async move {
         match sweep(&args).await {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(Ok(())) => ExitCode::SUCCESS,
+            Ok(Err(gone)) => gone.exit(),
             Err(f) => f.report(),
         }
     })
 }
 
-async fn sweep(args: &CleanupArgs) -> Result<(), Failure> {
+/// Sweeps (or lists) and prints; the inner result is stdout's.
+async fn sweep(args: &CleanupArgs) -> Result<Result<(), StdoutGone>, Failure> {
     let backend = Backend::open(args.provider).await?;
     let mut runtime = SandboxRuntime::new(backend.clock());
     runtime.register(backend.provider());
@@ -134,11 +138,15 @@ async fn sweep(args: &CleanupArgs) -> Result<(), Failure> {
             adapter.cleanup(now, orphaned_before, Vec::new()).await?,
         )
     };
+    let mut listing = String::new();
     for id in &result.instances {
-        println!("{verb} instance {id}");
+        listing.push_str(&format!("{verb} instance {id}\n"));
     }
     for id in &result.snapshots {
-        println!("{verb} snapshot {id}");
+        listing.push_str(&format!("{verb} snapshot {id}\n"));
+    }
+    if let Err(gone) = super::out::print(&listing) {
+        return Ok(Err(gone));
     }
     eprintln!(
         "checkfu: {verb} {} instance(s) and {} snapshot(s) of provider {} created before {orphaned_before}",
@@ -146,7 +154,7 @@ async fn sweep(args: &CleanupArgs) -> Result<(), Failure> {
         result.snapshots.len(),
         backend.id()
     );
-    Ok(())
+    Ok(Ok(()))
 }
 
 #[cfg(test)]

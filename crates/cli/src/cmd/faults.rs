@@ -8,7 +8,8 @@ use checkfu_sandbox_memory::Fault;
 /// Flags of `checkfu sandbox faults`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Example:\n  checkfu sandbox faults\n  checkfu sandbox test --inject clone-reuses-source-id"
+    after_help = "Example:\n  checkfu sandbox faults\n  checkfu sandbox test --inject clone-reuses-source-id\n\n\
+Exit status: 0; 141 when stdout was closed before every line was written (as a SIGPIPE death)."
 )]
 pub struct FaultsArgs {}
 
@@ -18,11 +19,14 @@ pub fn run(_args: FaultsArgs) -> ExitCode {
     let width = all.iter().map(|f| f.name().len()).max().unwrap_or(0);
     for fault in all {
         let name = fault.name();
-        println!(
+        let row = format!(
             "{name:<width$}  {}  [caught by {}]",
             fault.rule(),
             caught_by(&name)
         );
+        if let Err(gone) = super::out::line(&row) {
+            return gone.exit();
+        }
     }
     ExitCode::SUCCESS
 }

@@ -23,7 +23,7 @@ Examples:
   IMAGE=$(checkfu sandbox fixture | tail -n1)
   checkfu sandbox run --provider docker --image \"$IMAGE\" -- sh -c 'exit 42'
 
-Exit status: 0; 125 when the daemon or the build failed."
+Exit status: 0; 125 when the daemon or the build failed; 141 when stdout was closed early."
 )]
 pub struct FixtureArgs {
     /// A statically linked busybox binary.
@@ -51,10 +51,10 @@ pub fn run(args: FixtureArgs) -> ExitCode {
         };
         let mut progress = |line: &str| eprintln!("checkfu: fixture: {line}");
         match fixture::ensure_fixture(&docker, &args.busybox, &mut progress).await {
-            Ok(pinned) => {
-                println!("{pinned}");
-                ExitCode::SUCCESS
-            }
+            Ok(pinned) => match super::out::line(&pinned) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(gone) => gone.exit(),
+            },
             Err(e) => failed("fixture", chain(&e)).report(),
         }
     })

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use checkfu_sandbox_conformance::targets::docker::DockerTarget;
 use checkfu_sandbox_conformance::ConformanceTarget;
@@ -13,6 +14,7 @@ pub mod cleanup;
 pub mod fail;
 pub mod faults;
 pub mod fixture;
+pub mod out;
 pub mod outputs;
 pub mod run;
 pub mod schema;
@@ -56,8 +58,52 @@ pub async fn docker_target(busybox: &Path) -> Result<Arc<dyn ConformanceTarget>,
     Ok(target)
 }
 
+/// How long closing a conformance target may take before checkfu gives up
+/// on it, in seconds.
+pub const CLOSE_TIMEOUT_SECONDS: u64 = 60;
+
+/// Exit status after SIGINT.
+pub const EXIT_SIGINT: u8 = 130;
+/// Exit status after SIGTERM.
+pub const EXIT_SIGTERM: u8 = 143;
+
+/// Which signal stopped checkfu.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+impl Stop {
+    /// The exit status: 130 or 143, as a shell reports a death by it.
+    pub fn code(self) -> u8 {
+        match self {
+            Stop::Interrupt => EXIT_SIGINT,
+            Stop::Terminate => EXIT_SIGTERM,
+        }
+    }
+}
+
+/// Resolves at the first SIGINT or SIGTERM. The handlers are installed at
+/// the first poll; from then on neither signal kills checkfu.
+///
+/// # Errors
+/// The I/O error when a handler cannot be installed.
+pub async fn stop_signal() -> std::io::Result<Stop> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = int.recv() => Ok(Stop::Interrupt),
+        _ = term.recv() => Ok(Stop::Terminate),
+    }
+}
+
 /// Releases what a target holds (Docker: every object of its scope, its
-/// network and state directory); a failure is reported on stderr.
+/// network and state directory), bounded by [`CLOSE_TIMEOUT_SECONDS`]; a
+/// failure or an overrun is reported on stderr.
 pub async fn close_target(target: &Arc<dyn ConformanceTarget>) {
     let wanted = Arc::as_ptr(target) as *const ();
     let docker = {
@@ -67,8 +113,17 @@ pub async fn close_target(target: &Arc<dyn ConformanceTarget>) {
             .map(|i| held.remove(i))
     };
     if let Some(docker) = docker {
-        if let Err(message) = docker.close().await {
-            eprintln!("checkfu: closing the docker target: {message}");
+        let bound = Duration::from_secs(CLOSE_TIMEOUT_SECONDS);
+        match tokio::time::timeout(bound, docker.close()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(message)) => eprintln!("checkfu: closing the docker target: {message}"),
+            Err(_) => eprintln!(
+                "checkfu: closing the docker target: did not finish within {} s; objects \
+labelled checkfu.sandbox.scope={} and the state directory {} may be left",
+                bound.as_secs(),
+                docker.scope(),
+                docker.state_dir().display()
+            ),
         }
     }
 }

@@ -17,20 +17,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use checkfu_sandbox_contract::bounds::{
-    is_valid_environment_key, MAX_ARGUMENTS, MAX_ARGUMENT_BYTES, MAX_LIST_ENTRIES,
-    MAX_OUTPUT_LIMIT_BYTES, MAX_READ_FILES_AGGREGATE_BYTES, MAX_READ_FILES_COUNT,
-    ROLLBACK_TIMEOUT_SECONDS,
+    is_valid_environment_key, MAX_ARGUMENTS, MAX_ARGUMENT_BYTES, MAX_OUTPUT_LIMIT_BYTES,
+    MAX_READ_FILE_BYTES, ROLLBACK_TIMEOUT_SECONDS,
 };
 use checkfu_sandbox_contract::{
-    ExitCause, MountAccess, NetworkPolicy, ProcessExit, ReadFileOutcome, ReadFilesEntry,
-    ReleaseDisposition, Resources, RetentionMode, SandboxCommand, SandboxError, SandboxFailure,
-    SandboxMount, SandboxProcessRequest, SandboxProfile, SandboxProvisionRequest, SignalName, Tier,
+    EnforcementLevel, ExitCause, MountAccess, NetworkPolicy, ProcessExit, ReleaseDisposition,
+    Resources, RetentionMode, SandboxCommand, SandboxError, SandboxFailure, SandboxMount,
+    SandboxProcessRequest, SandboxProfile, SandboxProvisionRequest, SignalName, Tier,
 };
 use checkfu_sandbox_runtime::drivers::{one_shot, DriverError};
 use checkfu_sandbox_runtime::select::check_mount_plan;
-use checkfu_sandbox_runtime::staging::{
-    read_git_blobs, sha256_digest, stage_folder, stage_git, StageProgress,
-};
+use checkfu_sandbox_runtime::staging::{read_git_blobs, stage_folder, stage_git, StageProgress};
 use checkfu_sandbox_runtime::{Adapter, Requirements, SandboxRuntime};
 
 use super::backend::{host_platform, Backend};
@@ -40,10 +37,6 @@ use super::ProviderArg;
 
 /// Exit status of a workload that ran past `--timeout`.
 pub const EXIT_TIMED_OUT: u8 = 124;
-/// Exit status after SIGINT.
-pub const EXIT_SIGINT: u8 = 130;
-/// Exit status after SIGTERM.
-pub const EXIT_SIGTERM: u8 = 143;
 
 /// How long a `--durable` snapshot is retained, in seconds (24 h).
 pub const SNAPSHOT_RETENTION_SECONDS: i64 = 24 * 60 * 60;
@@ -55,6 +48,13 @@ pub const EXPIRY_SLACK_SECONDS: i64 = 60 * 60;
 /// Staging shows progress on stderr from this many files of one mount on.
 pub const PROGRESS_FROM_FILES: usize = 100;
 
+/// The process limit of a run without `--pids`, on a provider that
+/// enforces one.
+pub const DEFAULT_PIDS: u32 = 1024;
+
+/// Exit status when the workload ran but its output copy is incomplete.
+pub const EXIT_OUTPUTS_INCOMPLETE: u8 = super::fail::EXIT_CHECKFU;
+
 /// Flags of `checkfu sandbox run`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -63,18 +63,27 @@ pub const PROGRESS_FROM_FILES: usize = 100;
       --mount ./data:/data:ro --outputs out -- cp /data/x /mnt/session/outputs/y
   checkfu sandbox run --provider docker --image IMAGE --prompt p.txt -- cat
   checkfu sandbox run --image demo:1 --env GREETING=hi -- sh -c 'exit 42'
+  checkfu sandbox run --provider docker --image IMAGE --memory 512M --cpus 1.5 --pids 256 -- make
 
 Mounts are copies: every file under HOST_DIR (or of REPO_PATH at REV) is staged into
 the sandbox through writeFile before activation; nothing the workload does reaches
 the host, except what --outputs copies out of /mnt/session/outputs (regular files
-only, never outside DIR). The default mount access is rw. A Git mount is read-only.
+only, never outside DIR). A file over 16 MiB is not copied: each is named on stderr
+with its size, the rest is copied. The default mount access is rw. A Git mount is
+read-only.
+
+Resources: --pids defaults to 1024 on a provider that enforces a process limit
+(docker; the memory oracle enforces none, so it gets no default). A limit the provider
+does not enforce is refused before anything is provisioned.
 
 Exit status: the workload's own status; 124 when it ran past --timeout; 128+N when
 signal N ended it; 125 when checkfu or the provider failed (one line on stderr: the
-closed error tag, operation, field and values); 126/127 when the command could not be
-executed / was not found (as the sandbox's shell or engine reports them); 2 for a
-flag that does not parse; 130/143 when checkfu itself got SIGINT/SIGTERM (the
-instance is destroyed first).")]
+closed error tag, operation, field and values), or when the output copy is incomplete
+(the workload's status is reported on stderr first); 126/127 when the command could
+not be executed / was not found (as the provider reports them); 2 for a flag that
+does not parse; 130/143 when checkfu itself got SIGINT/SIGTERM (the instance is
+destroyed first); 141 when stdout was closed by its reader (the run still finishes
+and releases the instance).")]
 pub struct RunArgs {
     /// Provider to run on.
     #[arg(long, value_enum, default_value_t = ProviderArg::Memory)]
@@ -98,9 +107,18 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub timeout: u32,
     /// Bound on each of stdout and stderr, in bytes (at most 16 MiB; not with --prompt).
-    #[arg(long = "output-limit", value_name = "BYTES", default_value_t = MAX_OUTPUT_LIMIT_BYTES)]
+    #[arg(long = "output-limit", value_name = "BYTES", default_value_t = MAX_OUTPUT_LIMIT_BYTES, conflicts_with = "prompt")]
     pub output_limit: u64,
-    /// Copy the regular files of /mnt/session/outputs into DIR afterwards.
+    /// Most processes in the sandbox (default 1024 where the provider enforces a limit).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pids: Option<u32>,
+    /// Memory limit: bytes, or N with a K, M, G or T suffix (powers of 1024), e.g. 512M.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub memory: Option<u64>,
+    /// CPU limit in cores, e.g. 1.5 (at most three decimals).
+    #[arg(long, value_name = "N.N", value_parser = parse_cpu_millis)]
+    pub cpus: Option<u32>,
+    /// Copy the regular files of /mnt/session/outputs into DIR afterwards (one over 16 MiB is skipped: exit 125).
     #[arg(long, value_name = "DIR")]
     pub outputs: Option<PathBuf>,
     /// Durable retention: release settles a snapshot (kept 24 h) whose id is printed on stderr.
@@ -158,6 +176,74 @@ pub struct RunSettings {
     pub durable: bool,
     /// The prompt's bytes, for the one-shot driver.
     pub prompt: Option<Vec<u8>>,
+    /// The limits asked for; `pids: None` takes [`DEFAULT_PIDS`] on a
+    /// provider that enforces a process limit.
+    pub resources: Resources,
+}
+
+/// Parses a byte count: digits, optionally followed by `K`, `M`, `G` or `T`
+/// (powers of 1024; a trailing `B` or `iB` is accepted, case-insensitive).
+///
+/// # Errors
+/// A message naming the expected shape.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let bad = || format!("expected a byte count such as 536870912, 512M or 2G, actual {text:?}");
+    let upper = text.trim().to_ascii_uppercase();
+    let unit_start = upper
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(upper.len());
+    let (digits, unit) = upper.split_at(unit_start);
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    let shift = match unit {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => return Err(bad()),
+    };
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let bytes = n.checked_mul(1u64 << shift).ok_or_else(bad)?;
+    if bytes == 0 {
+        return Err(bad());
+    }
+    Ok(bytes)
+}
+
+/// Parses a CPU count in cores (`2`, `1.5`, `0.25`) into thousandths of a
+/// core.
+///
+/// # Errors
+/// A message naming the expected shape.
+pub fn parse_cpu_millis(text: &str) -> Result<u32, String> {
+    let bad = || {
+        format!("expected cores such as 1, 1.5 or 0.25 (at most three decimals), actual {text:?}")
+    };
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty())
+        || !digits(whole)
+        || !digits(fraction)
+        || fraction.len() > 3
+    {
+        return Err(bad());
+    }
+    let whole: u32 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| bad())?
+    };
+    let fraction: u32 = format!("{fraction:0<3}").parse().map_err(|_| bad())?;
+    let millis = whole
+        .checked_mul(1000)
+        .and_then(|w| w.checked_add(fraction))
+        .ok_or_else(bad)?;
+    if millis == 0 {
+        return Err(bad());
+    }
+    Ok(millis)
 }
 
 fn parse_access(mode: &str) -> Option<MountAccess> {
@@ -298,7 +384,21 @@ impl RunSettings {
                     .into(),
                 ));
             }
-            environment.insert(key.to_owned(), value.to_owned());
+            if environment
+                .insert(key.to_owned(), value.to_owned())
+                .is_some()
+            {
+                return Err(Failure::input(
+                    &format!("--env {key}"),
+                    &SandboxError::invalid_request(
+                        "execute",
+                        "command.environment",
+                        "each key at most once",
+                        format!("{key} given more than once"),
+                    )
+                    .into(),
+                ));
+            }
         }
 
         let (executable, arguments) = match args.command.split_first() {
@@ -382,6 +482,12 @@ impl RunSettings {
             outputs: args.outputs,
             durable: args.durable,
             prompt,
+            resources: Resources {
+                cpu_millis: args.cpus,
+                memory_bytes: args.memory,
+                pids: args.pids,
+                disk_bytes: None,
+            },
         })
     }
 }
@@ -475,11 +581,17 @@ fn stage_progress(mount_path: String) -> impl Fn(StageProgress) + Send + Sync {
 }
 
 /// The profile of a CLI run: the root image is the derived image, network
-/// `none`, the workload's timeout as the longest command.
+/// `none`, the workload's timeout as the longest command, the limits asked
+/// for (with [`DEFAULT_PIDS`] when `pids_enforced` and none was given).
 pub fn profile(
     settings: &RunSettings,
     image_digest: checkfu_sandbox_contract::Digest,
+    pids_enforced: bool,
 ) -> SandboxProfile {
+    let mut resources = settings.resources.clone();
+    if resources.pids.is_none() && pids_enforced {
+        resources.pids = Some(DEFAULT_PIDS);
+    }
     SandboxProfile {
         profile_id: "checkfu-cli-run".into(),
         profile_version: 1,
@@ -491,7 +603,7 @@ pub fn profile(
         },
         network_policy: NetworkPolicy::None,
         max_duration_seconds: settings.command.timeout_seconds,
-        resources: Resources::default(),
+        resources,
         packages: Vec::new(),
     }
 }
@@ -520,7 +632,9 @@ async fn flow(settings: &RunSettings, backend: &Backend, tracked: &Tracked) -> R
 
     let mut runtime = SandboxRuntime::new(backend.clock());
     runtime.register(backend.provider());
-    let profile = profile(settings, root_image.digest());
+    let pids_enforced =
+        backend.provider().capabilities().enforcement.pids != EnforcementLevel::NotEnforced;
+    let profile = profile(settings, root_image.digest(), pids_enforced);
     let platform = host_platform();
     let declared: Vec<SandboxMount> = settings.mounts.iter().map(|m| m.mount.clone()).collect();
     let mut needs =
@@ -583,15 +697,8 @@ async fn flow(settings: &RunSettings, backend: &Backend, tracked: &Tracked) -> R
     let code = match &settings.prompt {
         None => {
             let result = adapter.execute(&id, settings.command.clone()).await?;
-            if let Some((code, message)) =
-                engine_start_failure(adapter.provider_id(), result.exit, &result.stdout_base64.0)
-            {
-                eprintln!("checkfu: {message}");
-                return finish(&adapter, &id, settings, &runtime, tracked, code).await;
-            }
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(&result.stdout_base64.0);
-            let _ = out.flush();
+            // A closed stdout is remembered by `out` and settled below.
+            let _ = super::out::write(&result.stdout_base64.0);
             let mut err = std::io::stderr().lock();
             let _ = err.write_all(&result.stderr_base64.0);
             let _ = err.flush();
@@ -605,7 +712,11 @@ async fn flow(settings: &RunSettings, backend: &Backend, tracked: &Tracked) -> R
         }
         Some(prompt) => one_shot_run(&adapter, &id, settings, prompt).await?,
     };
-    finish(&adapter, &id, settings, &runtime, tracked, code).await
+    let code = finish(&adapter, &id, settings, &runtime, tracked, code).await?;
+    if super::out::closed() {
+        return Ok(super::out::EXIT_BROKEN_PIPE);
+    }
+    Ok(code)
 }
 
 /// Copies the outputs, releases and destroys; returns `code`.
@@ -618,8 +729,18 @@ async fn finish(
     code: u8,
 ) -> Result<u8, Failure> {
     let id = id.to_owned();
+    let mut incomplete = false;
     if let Some(dir) = &settings.outputs {
-        copy_outputs(adapter, &id, dir).await?;
+        let report = copy_outputs(adapter, &id, dir).await?;
+        for skipped in &report.skipped {
+            eprintln!(
+                "checkfu: --outputs: {} not copied: {} bytes is over the {} MiB bound of one file read",
+                skipped.path,
+                skipped.size_bytes,
+                MAX_READ_FILE_BYTES / (1024 * 1024)
+            );
+        }
+        incomplete = !report.skipped.is_empty();
     }
 
     if settings.durable {
@@ -643,31 +764,14 @@ async fn finish(
     // Release settled; destroy is idempotent and makes sure no container or
     // host directory of the instance outlives the run.
     destroy_bounded(adapter, &id).await;
-    Ok(code)
-}
-
-/// Docker's engine reports an exec that could not start with status 126 and
-/// its own `OCI runtime exec failed: ...` message on the exec's output.
-/// Container tools map the engine's "not found" to 127 and anything else
-/// (permission denied, ...) to 126; so does checkfu, and the engine's
-/// message goes to stderr instead of the workload's stdout. Returns the
-/// status and the message, or `None` for a workload that started.
-pub fn engine_start_failure(
-    provider: &str,
-    exit: ExitCause,
-    stdout: &[u8],
-) -> Option<(u8, String)> {
-    const OCI: &[u8] = b"OCI runtime exec failed";
-    if provider != checkfu_sandbox_docker::provider::PROVIDER_ID
-        || exit != ExitCause::ExitCode(126)
-        || !stdout.starts_with(OCI)
-    {
-        return None;
+    if incomplete {
+        eprintln!(
+            "checkfu: the workload exited with status {code}; the output copy is incomplete, \
+so checkfu exits {EXIT_OUTPUTS_INCOMPLETE}"
+        );
+        return Ok(EXIT_OUTPUTS_INCOMPLETE);
     }
-    let message = String::from_utf8_lossy(stdout).trim().to_owned();
-    let not_found = message.contains("executable file not found")
-        || message.contains("no such file or directory");
-    Some((if not_found { 127 } else { 126 }, message))
+    Ok(code)
 }
 
 async fn one_shot_run(
@@ -701,19 +805,8 @@ async fn one_shot_run(
     };
     match result {
         Ok(r) => {
-            if let ProcessExit::ExitCode(status) = r.exit {
-                if let Some((code, message)) = engine_start_failure(
-                    adapter.provider_id(),
-                    ExitCause::ExitCode(status),
-                    &r.stdout,
-                ) {
-                    eprintln!("checkfu: {message}");
-                    return Ok(code);
-                }
-            }
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(&r.stdout);
-            let _ = out.flush();
+            // A closed stdout is remembered by `out` and settled by `flow`.
+            let _ = super::out::write(&r.stdout);
             let mut err = std::io::stderr().lock();
             let _ = err.write_all(&r.stderr);
             let _ = err.flush();
@@ -740,23 +833,6 @@ async fn one_shot_run(
     }
 }
 
-/// Which signal stopped checkfu.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    Interrupt,
-    Terminate,
-}
-
-async fn stop_signal() -> std::io::Result<Stop> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    tokio::select! {
-        _ = int.recv() => Ok(Stop::Interrupt),
-        _ = term.recv() => Ok(Stop::Terminate),
-    }
-}
-
 /// Runs the command.
 pub fn run(args: RunArgs) -> ExitCode {
     let settings = match RunSettings::resolve(args) {
@@ -770,7 +846,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     let code = runtime.block_on(async move {
         // Signal handlers first, so that no signal between provision and
         // tracking goes unobserved.
-        let stop = stop_signal();
+        let stop = super::stop_signal();
         tokio::pin!(stop);
         let backend = tokio::select! {
             b = Backend::open(settings.provider) => match b {
@@ -789,10 +865,9 @@ pub fn run(args: RunArgs) -> ExitCode {
     ExitCode::from(code)
 }
 
-async fn stopped(signal: std::io::Result<Stop>, tracked: Option<(Adapter, String)>) -> u8 {
+async fn stopped(signal: std::io::Result<super::Stop>, tracked: Option<(Adapter, String)>) -> u8 {
     let code = match signal {
-        Ok(Stop::Interrupt) => EXIT_SIGINT,
-        Ok(Stop::Terminate) => EXIT_SIGTERM,
+        Ok(stop) => stop.code(),
         Err(e) => {
             eprintln!("checkfu: cannot watch for signals: {e}");
             return super::fail::EXIT_CHECKFU;
@@ -814,81 +889,6 @@ impl Failure {
         self.code
     }
 }
-
-/// Budget groups for readFiles: at most 1,024 files and 128 MiB each.
-pub fn read_groups(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut total: u64 = 0;
-    for (i, size) in sizes.iter().enumerate() {
-        let full = i - start >= MAX_READ_FILES_COUNT
-            || total.saturating_add(*size) > MAX_READ_FILES_AGGREGATE_BYTES;
-        if full && i > start {
-            out.push(start..i);
-            start = i;
-            total = 0;
-        }
-        total = total.saturating_add(*size);
-    }
-    if start < sizes.len() {
-        out.push(start..sizes.len());
-    }
-    out
-}
-
-/// Reads `entries` (path, size) through readFiles in budget groups,
-/// checking each content against the listing's digest.
-///
-/// # Errors
-/// The runtime's errors; `SandboxProtocolInvalid{copy_outputs}` for a file
-/// that changed between listing and reading.
-pub async fn read_listed(
-    adapter: &Adapter,
-    instance_id: &str,
-    entries: &[checkfu_sandbox_contract::DirEntry],
-) -> Result<Vec<Vec<u8>>, SandboxFailure> {
-    let sizes: Vec<u64> = entries.iter().map(|e| e.size_bytes).collect();
-    let mut out = Vec::with_capacity(entries.len());
-    for group in read_groups(&sizes) {
-        let files: Vec<ReadFilesEntry> = entries[group.clone()]
-            .iter()
-            .map(|e| ReadFilesEntry {
-                path: e.path.clone(),
-                maximum_bytes: e.size_bytes,
-            })
-            .collect();
-        let outcomes = adapter.read_files(instance_id, files).await?;
-        for (entry, outcome) in entries[group].iter().zip(outcomes) {
-            let bytes = match outcome {
-                ReadFileOutcome::Read { content_base64, .. } => content_base64.0,
-                other => {
-                    return Err(SandboxError::protocol(
-                        "copy_outputs",
-                        entry.path.clone(),
-                        "a regular file as listed",
-                        format!("{other:?}"),
-                    )
-                    .into())
-                }
-            };
-            let digest = sha256_digest(&bytes);
-            if digest != entry.sha256 {
-                return Err(SandboxError::protocol(
-                    "copy_outputs",
-                    entry.path.clone(),
-                    entry.sha256.as_str(),
-                    digest.as_str(),
-                )
-                .into());
-            }
-            out.push(bytes);
-        }
-    }
-    Ok(out)
-}
-
-/// Most entries the output copy lists.
-pub const OUTPUT_LIST_ENTRIES: u32 = MAX_LIST_ENTRIES;
 
 #[cfg(test)]
 mod tests {
@@ -914,21 +914,40 @@ mod tests {
     }
 
     #[test]
+    fn byte_counts_and_cpu_counts_parse() {
+        assert_eq!(parse_bytes("536870912"), Ok(536_870_912));
+        assert_eq!(parse_bytes("512M"), Ok(512 << 20));
+        assert_eq!(parse_bytes("512mib"), Ok(512 << 20));
+        assert_eq!(parse_bytes("2G"), Ok(2 << 30));
+        assert_eq!(parse_bytes("64k"), Ok(64 << 10));
+        assert_eq!(parse_bytes("1T"), Ok(1 << 40));
+        for bad in [
+            "",
+            "M",
+            "0",
+            "1.5G",
+            "-1",
+            "12Q",
+            "99999999999999999999",
+            "16777216T",
+        ] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_cpu_millis("1"), Ok(1_000));
+        assert_eq!(parse_cpu_millis("1.5"), Ok(1_500));
+        assert_eq!(parse_cpu_millis("0.25"), Ok(250));
+        assert_eq!(parse_cpu_millis(".5"), Ok(500));
+        assert_eq!(parse_cpu_millis("2."), Ok(2_000));
+        for bad in ["", ".", "0", "0.000", "1.2345", "-1", "1,5", "a", "9999999"] {
+            assert!(parse_cpu_millis(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn statuses_follow_container_tools() {
         assert_eq!(exit_status(ExitCause::ExitCode(42)), 42);
         assert_eq!(exit_status(ExitCause::TimedOut), 124);
         assert_eq!(exit_status(ExitCause::Signal(SignalName::Sigkill)), 137);
         assert_eq!(exit_status(ExitCause::Signal(SignalName::Sigterm)), 143);
-    }
-
-    #[test]
-    fn read_groups_respect_both_budgets() {
-        let sizes = vec![1u64; 2_500];
-        let groups = read_groups(&sizes);
-        assert_eq!(groups, vec![0..1024, 1024..2048, 2048..2500]);
-        let mib = 1024 * 1024;
-        let big = vec![16 * mib; 9];
-        assert_eq!(read_groups(&big), vec![0..8, 8..9]);
-        assert!(read_groups(&[]).is_empty());
     }
 }

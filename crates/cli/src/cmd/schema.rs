@@ -30,11 +30,21 @@ pub struct SchemaArgs {
 /// failure.
 pub fn run(args: SchemaArgs) -> ExitCode {
     if args.check {
+        if !args.out.is_dir() {
+            eprintln!(
+                "checkfu: schema: {} not found (run from the repository root or pass --out DIR)",
+                args.out.display()
+            );
+            return ExitCode::from(1);
+        }
         match kit::check(&args.out) {
-            Ok(()) => {
-                println!("author kit at {} is up to date", args.out.display());
-                ExitCode::SUCCESS
-            }
+            Ok(()) => match super::out::line(&format!(
+                "author kit at {} is up to date",
+                args.out.display()
+            )) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(gone) => gone.exit(),
+            },
             Err(drift) => {
                 for d in &drift {
                     eprintln!("checkfu: schema: {d}");
@@ -50,14 +60,14 @@ pub fn run(args: SchemaArgs) -> ExitCode {
         }
     } else {
         match kit::write(&args.out) {
-            Ok(()) => {
-                println!(
-                    "wrote {} files to {}",
-                    kit::generate().len(),
-                    args.out.display()
-                );
-                ExitCode::SUCCESS
-            }
+            Ok(()) => match super::out::line(&format!(
+                "wrote {} files to {}",
+                kit::generate().len(),
+                args.out.display()
+            )) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(gone) => gone.exit(),
+            },
             Err(e) => {
                 eprintln!("checkfu: schema: writing {}: {e}", args.out.display());
                 ExitCode::from(1)

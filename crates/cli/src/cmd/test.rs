@@ -20,7 +20,14 @@ use super::ProviderArg;
   checkfu sandbox test --case stage-seal-execute --json -
   checkfu sandbox test --inject clone-reuses-source-id  # prove the suite can fail
 
-Exit status: 0 when no case failed or timed out, 1 otherwise, 2 on usage errors.")]
+The --json and --junit files are created before any case runs (an unwritable path fails at
+once) and removed again when the suite does not complete. SIGINT or SIGTERM stops the suite
+mid-case and closes the target (Docker: every container, image and network of its scope and
+its state directory, at most 60 s) before checkfu exits.
+
+Exit status: 0 when no case failed or timed out; 1 otherwise; 2 on usage errors; 125 when the
+suite could not start or evidence could not be written; 130/143 after SIGINT/SIGTERM; 141 when
+stdout was closed early.")]
 pub struct TestArgs {
     /// Provider under test.
     #[arg(long, value_enum, default_value_t = ProviderArg::Memory)]
@@ -45,6 +52,63 @@ pub struct TestArgs {
     pub case_timeout: u64,
 }
 
+/// Where the evidence goes, opened before the suite runs.
+struct Sinks {
+    /// `--json PATH` (`None` for stdout or no JSON).
+    json_file: Option<(String, std::fs::File)>,
+    /// `--json -`.
+    json_to_stdout: bool,
+    /// `--junit PATH`.
+    junit_file: Option<(PathBuf, std::fs::File)>,
+}
+
+impl Sinks {
+    /// Creates (truncates) every evidence file now, so that an unwritable
+    /// path fails before any case runs.
+    fn open(args: &TestArgs) -> Result<Sinks, ExitCode> {
+        let create = |path: &std::path::Path, flag: &str| {
+            std::fs::File::create(path).map_err(|e| {
+                eprintln!("checkfu: {flag} {}: cannot create: {e}", path.display());
+                ExitCode::from(125)
+            })
+        };
+        let json_file = match args.json.as_deref() {
+            None | Some("-") => None,
+            Some(path) => Some((path.to_owned(), create(path.as_ref(), "--json")?)),
+        };
+        let junit_file = match &args.junit {
+            None => None,
+            Some(path) => match create(path, "--junit") {
+                Ok(f) => Some((path.clone(), f)),
+                Err(code) => {
+                    if let Some((p, _)) = &json_file {
+                        let _ = std::fs::remove_file(p);
+                    }
+                    return Err(code);
+                }
+            },
+        };
+        Ok(Sinks {
+            json_file,
+            json_to_stdout: args.json.as_deref() == Some("-"),
+            junit_file,
+        })
+    }
+
+    /// Removes the files created by [`Sinks::open`]: the suite did not
+    /// complete, and an empty file is no evidence.
+    fn discard(self) {
+        if let Some((path, file)) = self.json_file {
+            drop(file);
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some((path, file)) = self.junit_file {
+            drop(file);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// Runs the command.
 pub fn run(args: TestArgs) -> ExitCode {
     let mut faults = Vec::new();
@@ -61,27 +125,50 @@ pub fn run(args: TestArgs) -> ExitCode {
         eprintln!("checkfu: --inject applies to the memory oracle only; drop --provider or use --provider memory");
         return ExitCode::from(2);
     }
-    let runtime = match super::tokio_runtime() {
-        Ok(rt) => rt,
+    let sinks = match Sinks::open(&args) {
+        Ok(s) => s,
         Err(code) => return code,
     };
+    let runtime = match super::tokio_runtime() {
+        Ok(rt) => rt,
+        Err(code) => {
+            sinks.discard();
+            return code;
+        }
+    };
     runtime.block_on(async move {
-        let target: Arc<dyn ConformanceTarget> = match args.provider {
-            ProviderArg::Memory => Arc::new(MemoryTarget::with_faults(faults)),
-            ProviderArg::Docker => match super::docker_target(&args.busybox).await {
+        // Signal handlers first: from here on SIGINT and SIGTERM stop the
+        // suite and close the target instead of killing checkfu.
+        let stop = super::stop_signal();
+        tokio::pin!(stop);
+        let opened = async {
+            match args.provider {
+                ProviderArg::Memory => {
+                    Ok(Arc::new(MemoryTarget::with_faults(faults)) as Arc<dyn ConformanceTarget>)
+                }
+                ProviderArg::Docker => super::docker_target(&args.busybox).await,
+            }
+        };
+        let target = tokio::select! {
+            t = opened => match t {
                 Ok(t) => t,
                 Err(message) => {
                     eprintln!("checkfu: docker: {message}");
+                    sinks.discard();
                     return ExitCode::from(125);
                 }
             },
+            // A target being built is dropped: it sweeps what it made.
+            s = &mut stop => {
+                sinks.discard();
+                return interrupted(s, None).await;
+            }
         };
         let options = SuiteOptions {
             cases: args.cases.clone(),
             case_deadline: std::time::Duration::from_secs(args.case_timeout),
             injected_faults: args.inject.clone(),
         };
-        let json_to_stdout = args.json.as_deref() == Some("-");
         let progress = move |p: Progress<'_>| {
             let mut err = std::io::stderr().lock();
             match p {
@@ -107,10 +194,21 @@ pub fn run(args: TestArgs) -> ExitCode {
                 }
             }
         };
-        let evidence = match run_suite(target.clone(), &options, &progress).await {
+        let suite = run_suite(target.clone(), &options, &progress);
+        let outcome = tokio::select! {
+            r = suite => r,
+            // The suite's future is dropped here, mid-case; closing the
+            // target removes whatever that case had made.
+            s = &mut stop => {
+                sinks.discard();
+                return interrupted(s, Some(&target)).await;
+            }
+        };
+        super::close_target(&target).await;
+        let evidence = match outcome {
             Ok(e) => e,
             Err(e) => {
-                super::close_target(&target).await;
+                sinks.discard();
                 eprintln!("checkfu: {e}");
                 let code = if matches!(e, checkfu_sandbox_conformance::SuiteError::UnknownCase(..))
                 {
@@ -121,28 +219,8 @@ pub fn run(args: TestArgs) -> ExitCode {
                 return ExitCode::from(code);
             }
         };
-        super::close_target(&target).await;
-        if json_to_stdout {
-            eprint!("{}", evidence.table());
-        } else {
-            print!("{}", evidence.table());
-        }
-        let json = serde_json::to_string_pretty(&evidence).unwrap_or_default();
-        match args.json.as_deref() {
-            Some("-") => println!("{json}"),
-            Some(path) => {
-                if let Err(e) = std::fs::write(path, format!("{json}\n")) {
-                    eprintln!("checkfu: --json {path}: {e}");
-                    return ExitCode::from(125);
-                }
-            }
-            None => {}
-        }
-        if let Some(path) = &args.junit {
-            if let Err(e) = std::fs::write(path, evidence.junit_xml()) {
-                eprintln!("checkfu: --junit {}: {e}", path.display());
-                return ExitCode::from(125);
-            }
+        if let Err(code) = write_evidence(&evidence, sinks) {
+            return code;
         }
         if evidence.ok() {
             ExitCode::SUCCESS
@@ -150,4 +228,65 @@ pub fn run(args: TestArgs) -> ExitCode {
             ExitCode::from(1)
         }
     })
+}
+
+/// Prints the table (stdout, or stderr with `--json -`) and writes the
+/// JSON and JUnit evidence to the sinks opened before the suite ran.
+fn write_evidence(
+    evidence: &checkfu_sandbox_conformance::Evidence,
+    sinks: Sinks,
+) -> Result<(), ExitCode> {
+    let json = format!(
+        "{}\n",
+        serde_json::to_string_pretty(evidence).unwrap_or_default()
+    );
+    if sinks.json_to_stdout {
+        eprint!("{}", evidence.table());
+        super::out::print(&json).map_err(|gone| gone.exit())?;
+    } else {
+        super::out::print(&evidence.table()).map_err(|gone| gone.exit())?;
+    }
+    if let Some((path, mut file)) = sinks.json_file {
+        if let Err(e) = file.write_all(json.as_bytes()).and_then(|()| file.flush()) {
+            eprintln!("checkfu: --json {path}: {e}");
+            return Err(ExitCode::from(125));
+        }
+    }
+    if let Some((path, mut file)) = sinks.junit_file {
+        let xml = evidence.junit_xml();
+        if let Err(e) = file.write_all(xml.as_bytes()).and_then(|()| file.flush()) {
+            eprintln!("checkfu: --junit {}: {e}", path.display());
+            return Err(ExitCode::from(125));
+        }
+    }
+    Ok(())
+}
+
+/// After SIGINT or SIGTERM: closes `target` (bounded) and returns 130 or
+/// 143.
+async fn interrupted(
+    signal: std::io::Result<super::Stop>,
+    target: Option<&Arc<dyn ConformanceTarget>>,
+) -> ExitCode {
+    let code = match signal {
+        Ok(stop) => stop.code(),
+        Err(e) => {
+            eprintln!("checkfu: cannot watch for signals: {e}");
+            if let Some(t) = target {
+                super::close_target(t).await;
+            }
+            return ExitCode::from(125);
+        }
+    };
+    match target {
+        Some(t) => {
+            eprintln!(
+                "checkfu: interrupted; stopping the suite and closing the {} target",
+                t.name()
+            );
+            super::close_target(t).await;
+        }
+        None => eprintln!("checkfu: interrupted"),
+    }
+    ExitCode::from(code)
 }

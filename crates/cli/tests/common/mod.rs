@@ -136,11 +136,13 @@ impl Watched {
 
     /// Sends SIGINT.
     pub fn interrupt(&self) {
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&self.child),
-            rustix::process::Signal::INT,
-        )
-        .expect("SIGINT delivered");
+        self.signal(rustix::process::Signal::INT);
+    }
+
+    /// Sends `signal`.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), signal)
+            .expect("signal delivered");
     }
 
     /// Waits for the exit (at most `within`) and collects the rest of stderr.
@@ -208,6 +210,29 @@ pub fn git_repo(dir: &Path, files: &[(&str, &[u8])]) -> String {
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "fixture"]);
     git(&["rev-parse", "HEAD"])
+}
+
+/// Every container, image (intermediate ones too) and network labelled
+/// `checkfu.sandbox.scope=<scope>`, plus a network named `name`, each as
+/// `kind id`.
+pub fn scope_objects(scope: &str, network: &str) -> Vec<String> {
+    let filter = format!("label=checkfu.sandbox.scope={scope}");
+    let mut out = Vec::new();
+    for (kind, args) in [
+        ("container", vec!["ps", "-aq", "--filter", &filter]),
+        ("image", vec!["images", "-aq", "--filter", &filter]),
+        ("network", vec!["network", "ls", "-q", "--filter", &filter]),
+    ] {
+        let o = docker_cli(&args).expect("docker CLI");
+        assert!(o.status.success(), "docker {args:?}: {}", describe(&o));
+        out.extend(stdout(&o).lines().map(|id| format!("{kind} {id}")));
+    }
+    let named =
+        docker_cli(&["network", "inspect", "--format", "{{.Name}}", network]).expect("docker CLI");
+    if named.status.success() {
+        out.push(format!("network {network}"));
+    }
+    out
 }
 
 /// A Docker test's own scope and state directory.

@@ -14,12 +14,16 @@
 //! with network mode `none`.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_docker::bollard::query_parameters::{
+    ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
+};
 use checkfu_sandbox_docker::provider::{
     host_platform, LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE, PROVIDER_ID,
 };
@@ -34,6 +38,11 @@ pub const LISTENER_PORT: u16 = 7000;
 /// `checkfu.sandbox.kind` of the target's own listener and dialer containers.
 pub const KIND_TEST_SUPPORT: &str = "conformance-support";
 
+/// Sweep rounds [`DockerTarget::close`] makes until nothing of the scope is
+/// left (a daemon call dropped mid-flight may still create an object after
+/// the first round listed the scope).
+pub const CLOSE_ROUNDS: u32 = 3;
+
 static TARGET_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The Docker provider under test.
@@ -43,6 +52,7 @@ pub struct DockerTarget {
     fixture_id: String,
     scope: String,
     network: String,
+    state_path: PathBuf,
     state_dir: Mutex<Option<tempfile::TempDir>>,
     listeners: Mutex<HashMap<(String, u16), String>>,
     closed: AtomicBool,
@@ -70,14 +80,14 @@ impl DockerTarget {
     ) -> Result<DockerTarget, String> {
         let docker = daemon::connect()
             .await
-            .map_err(|e| format!("docker daemon: {e}"))?;
+            .map_err(|e| format!("docker daemon: {}", chain(&e)))?;
         docker
             .ping()
             .await
-            .map_err(|e| format!("docker daemon ping: {e}"))?;
+            .map_err(|e| format!("docker daemon ping: {}", chain(&e)))?;
         let pinned = fixture::ensure_fixture(&docker, busybox, progress)
             .await
-            .map_err(|e| format!("fixture image from {}: {e}", busybox.display()))?;
+            .map_err(|e| format!("fixture image from {}: {}", busybox.display(), chain(&e)))?;
         let root_image = ImageReference::parse(&pinned)
             .map_err(|e| format!("fixture reference {pinned}: {e}"))?;
         let fixture_id = format!("sha256:{}", root_image.digest().hex());
@@ -89,7 +99,7 @@ impl DockerTarget {
         let state_dir = tempfile::Builder::new()
             .prefix(&format!("checkfu-{scope}-"))
             .tempdir()
-            .map_err(|e| format!("state directory: {e}"))?;
+            .map_err(|e| format!("state directory: {}", chain(&e)))?;
         let provider = DockerProvider::with_docker(
             docker.clone(),
             DockerConfig {
@@ -98,21 +108,25 @@ impl DockerTarget {
                 clock: Arc::new(SystemClock),
             },
         )
-        .map_err(|e| format!("provider: {e}"))?;
+        .map_err(|e| format!("provider: {}", chain(&e)))?;
         let network = format!("checkfu-{scope}");
+        // The target exists before its network does: if this future is
+        // dropped while the network is being created, or creation fails,
+        // dropping the target sweeps the scope and its state directory.
         let target = DockerTarget {
             provider,
             root_image,
             fixture_id,
             scope,
             network,
+            state_path: state_dir.path().to_path_buf(),
             state_dir: Mutex::new(Some(state_dir)),
             listeners: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
         };
         testnet::create_network(&docker, &target.network, &target.support_labels())
             .await
-            .map_err(|e| format!("network {}: {e}", target.network))?;
+            .map_err(|e| format!("network {}: {}", target.network, chain(&e)))?;
         Ok(target)
     }
 
@@ -139,44 +153,118 @@ impl DockerTarget {
         ])
     }
 
-    /// Removes everything of this target's scope: listeners and dialers,
-    /// every instance and snapshot the provider still holds, the network
-    /// and the state directory. Idempotent.
+    /// The target's state directory (removed by [`DockerTarget::close`]).
+    pub fn state_dir(&self) -> &Path {
+        &self.state_path
+    }
+
+    /// The name of the target's private network.
+    pub fn network(&self) -> &str {
+        &self.network
+    }
+
+    /// Removes everything of this target's scope, whatever state a dropped
+    /// suite left it in: every instance and snapshot the provider holds
+    /// (its cleanup with a far-future cutoff, then a destroy of whatever
+    /// its inventory still lists), every container and image carrying the
+    /// scope label (instances, clones, snapshot images, listeners and
+    /// dialers), the network and the state directory. Repeats the sweep up
+    /// to [`CLOSE_ROUNDS`] times while anything is left.
+    ///
+    /// Idempotent and best effort: every step runs even when an earlier
+    /// one failed.
     ///
     /// # Errors
-    /// A message naming what could not be removed.
+    /// A message naming everything that could not be removed.
     pub async fn close(&self) -> Result<(), String> {
         self.closed.store(true, Ordering::SeqCst);
-        sweep(&self.provider, &self.scope, &self.network).await?;
-        let dir = self
-            .state_dir
-            .lock()
-            .map_err(|_| "state dir lock poisoned".to_owned())?
-            .take();
-        if let Some(dir) = dir {
-            dir.close()
-                .map_err(|e| format!("removing the state directory: {e}"))?;
+        if let Ok(mut map) = self.listeners.lock() {
+            map.clear();
         }
-        Ok(())
+        let mut problems = Vec::new();
+        for round in 1..=CLOSE_ROUNDS {
+            let failed = sweep(&self.provider, &self.scope, &self.network).await;
+            match leftovers(&self.provider, &self.scope, &self.network).await {
+                // Nothing is left: a step that failed on the way (say, an
+                // object a concurrent removal took first) did no harm.
+                Ok(left) if left.is_empty() => {
+                    problems.clear();
+                    break;
+                }
+                Ok(left) => {
+                    problems = failed;
+                    problems.push(format!("left after {round} sweep(s): {}", left.join(", ")));
+                }
+                Err(e) => {
+                    problems = failed;
+                    problems.push(e);
+                }
+            }
+            if round < CLOSE_ROUNDS {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        match std::fs::remove_dir_all(&self.state_path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => problems.push(format!(
+                "state directory {}: {e}",
+                self.state_path.display()
+            )),
+        }
+        // The directory is gone (or reported): the guard has nothing left
+        // to remove.
+        drop(
+            self.state_dir
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 }
 
-/// Removes every container and image of `scope`, instances and snapshots
-/// through the provider first, then the network.
-async fn sweep(provider: &DockerProvider, scope: &str, network: &str) -> Result<(), String> {
+/// An error and its sources, joined by `: `.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// A cutoff later than every object of a live scope: the provider's
+/// cleanup with it sweeps everything.
+fn far_future() -> Timestamp {
+    SystemClock.now().add_seconds(100 * 365 * 86_400)
+}
+
+/// One sweep of `scope`: the provider's cleanup with a far-future cutoff,
+/// a destroy of whatever its inventory still lists, then every container,
+/// image and network carrying the scope label, and the network by name.
+/// Returns what failed; every step runs.
+async fn sweep(provider: &DockerProvider, scope: &str, network: &str) -> Vec<String> {
     let mut problems = Vec::new();
+    let cutoff = far_future();
+    if let Err(e) = provider
+        .cleanup(CleanupRequest {
+            now: cutoff,
+            orphaned_before: cutoff,
+            pinned_snapshots: Vec::new(),
+        })
+        .await
+    {
+        problems.push(format!("provider cleanup: {e}"));
+    }
     match provider.inventory().await {
         Ok(inv) => {
-            for id in inv.snapshots.keys() {
-                if let Err(e) = provider
-                    .destroy_snapshot(DestroySnapshotRequest {
-                        snapshot_id: id.clone(),
-                    })
-                    .await
-                {
-                    problems.push(format!("snapshot {id}: {e}"));
-                }
-            }
             for id in inv.instances.keys() {
                 if let Err(e) = provider
                     .destroy(DestroyRequest {
@@ -187,6 +275,16 @@ async fn sweep(provider: &DockerProvider, scope: &str, network: &str) -> Result<
                     problems.push(format!("instance {id}: {e}"));
                 }
             }
+            for id in inv.snapshots.keys() {
+                if let Err(e) = provider
+                    .destroy_snapshot(DestroySnapshotRequest {
+                        snapshot_id: id.clone(),
+                    })
+                    .await
+                {
+                    problems.push(format!("snapshot {id}: {e}"));
+                }
+            }
         }
         Err(e) => problems.push(format!("inventory: {e}")),
     }
@@ -195,23 +293,114 @@ async fn sweep(provider: &DockerProvider, scope: &str, network: &str) -> Result<
     match daemon::list_containers_by_labels(docker, &labels).await {
         Ok(list) => {
             for c in list {
-                if let Err(e) =
-                    daemon::remove_container(docker, c.id.as_deref().unwrap_or_default()).await
-                {
-                    problems.push(format!("container: {e}"));
+                let id = c.id.unwrap_or_default();
+                if let Err(e) = daemon::remove_container(docker, &id).await {
+                    problems.push(format!("container {id}: {}", chain(&e)));
                 }
             }
         }
-        Err(e) => problems.push(format!("listing containers: {e}")),
+        Err(e) => problems.push(format!("listing containers: {}", chain(&e))),
     }
-    if let Err(e) = testnet::remove_network(docker, network).await {
-        problems.push(format!("network {network}: {e}"));
+    match scope_images(docker, scope).await {
+        Ok(ids) => {
+            for id in ids {
+                if let Err(e) = daemon::remove_image(docker, &id, true).await {
+                    problems.push(format!("image {id}: {}", chain(&e)));
+                }
+            }
+        }
+        Err(e) => problems.push(e),
     }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
+    let mut networks = vec![network.to_owned()];
+    match scope_networks(docker, scope).await {
+        Ok(names) => networks.extend(names.into_iter().filter(|n| n != network)),
+        Err(e) => problems.push(e),
     }
+    for name in networks {
+        if let Err(e) = testnet::remove_network(docker, &name).await {
+            problems.push(format!("network {name}: {}", chain(&e)));
+        }
+    }
+    problems
+}
+
+/// Ids of every image (intermediate ones too) labelled with `scope`.
+async fn scope_images(
+    docker: &checkfu_sandbox_docker::Docker,
+    scope: &str,
+) -> Result<Vec<String>, String> {
+    let filters = HashMap::from([("label".to_owned(), vec![format!("{LABEL_SCOPE}={scope}")])]);
+    let opts = ListImagesOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    docker
+        .list_images(Some(opts))
+        .await
+        .map(|list| list.into_iter().map(|i| i.id).collect())
+        .map_err(|e| format!("listing images: {}", chain(&e)))
+}
+
+/// Names of every network labelled with `scope`.
+async fn scope_networks(
+    docker: &checkfu_sandbox_docker::Docker,
+    scope: &str,
+) -> Result<Vec<String>, String> {
+    let filters = HashMap::from([("label".to_owned(), vec![format!("{LABEL_SCOPE}={scope}")])]);
+    let opts = ListNetworksOptionsBuilder::new().filters(&filters).build();
+    docker
+        .list_networks(Some(opts))
+        .await
+        .map(|list| list.into_iter().filter_map(|n| n.name).collect())
+        .map_err(|e| format!("listing networks: {}", chain(&e)))
+}
+
+/// What of `scope` is still at the daemon or in the provider's inventory,
+/// each named (`container <id>`, `image <id>`, `network <name>`,
+/// `instance <id>`, `snapshot <id>`).
+async fn leftovers(
+    provider: &DockerProvider,
+    scope: &str,
+    network: &str,
+) -> Result<Vec<String>, String> {
+    let docker = provider.docker();
+    let mut left = Vec::new();
+    let inv = provider
+        .inventory()
+        .await
+        .map_err(|e| format!("inventory: {e}"))?;
+    left.extend(inv.instances.keys().map(|id| format!("instance {id}")));
+    left.extend(inv.snapshots.keys().map(|id| format!("snapshot {id}")));
+    let containers = daemon::list_containers_by_labels(docker, &[(LABEL_SCOPE, scope)])
+        .await
+        .map_err(|e| format!("listing containers: {}", chain(&e)))?;
+    left.extend(
+        containers
+            .into_iter()
+            .map(|c| format!("container {}", c.id.unwrap_or_default())),
+    );
+    left.extend(
+        scope_images(docker, scope)
+            .await?
+            .into_iter()
+            .map(|id| format!("image {id}")),
+    );
+    let mut networks = scope_networks(docker, scope).await?;
+    let named = docker
+        .inspect_network(
+            network,
+            None::<checkfu_sandbox_docker::bollard::query_parameters::InspectNetworkOptions>,
+        )
+        .await;
+    match named {
+        Ok(_) => networks.push(network.to_owned()),
+        Err(e) if daemon::is_not_found(&e) => {}
+        Err(e) => return Err(format!("inspecting network {network}: {}", chain(&e))),
+    }
+    networks.sort();
+    networks.dedup();
+    left.extend(networks.into_iter().map(|n| format!("network {n}")));
+    Ok(left)
 }
 
 impl Drop for DockerTarget {
