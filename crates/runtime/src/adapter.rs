@@ -261,32 +261,52 @@ impl Adapter {
             .await
             .map_err(|e| from_provider(op::PROVISION, e))?;
         let (instance, guard) = Guard::new(op::PROVISION, handoff, self.shared.rollback_bound);
-        let mut problems = check_instance(
-            &request,
-            InstanceState::Provisioning,
-            self.envelope(),
-            &instance,
-        );
-        if self.records().contains_key(&instance.instance_id) {
-            problems.push(Mismatch::new(
-                "instance_id",
-                "an id not already held",
-                instance.instance_id.clone(),
-            ));
+        self.take_new_instance(request, RecordState::Provisioning, instance, guard)
+            .await
+    }
+
+    /// Checks a freshly allocated instance (provision, resume) against its
+    /// request and takes ownership of it, or unwinds it through its
+    /// rollback. The id check and the insertion happen under one lock.
+    async fn take_new_instance(
+        &self,
+        request: SandboxProvisionRequest,
+        state: RecordState,
+        instance: SandboxInstance,
+        guard: Guard,
+    ) -> Res<SandboxInstance> {
+        let expected = if state == RecordState::Active {
+            InstanceState::Active
+        } else {
+            InstanceState::Provisioning
+        };
+        let mut problems = check_instance(&request, expected, self.envelope(), &instance);
+        {
+            let mut records = self.records();
+            if records.contains_key(&instance.instance_id) {
+                problems.push(Mismatch::new(
+                    "instance_id",
+                    "an id not already held",
+                    instance.instance_id.clone(),
+                ));
+            } else if problems.is_empty() {
+                records.insert(
+                    instance.instance_id.clone(),
+                    Record {
+                        request: Arc::new(request),
+                        instance: Arc::new(instance.clone()),
+                        state,
+                    },
+                );
+                drop(records);
+                guard.accept();
+                return Ok(instance);
+            }
         }
-        if let Some(rejection) = mismatches(op::INSTANCE_IDENTITY, problems) {
-            return Err(guard.reject(rejection).await);
+        match mismatches(op::INSTANCE_IDENTITY, problems) {
+            Some(rejection) => Err(guard.reject(rejection).await),
+            None => unreachable!("a refused instance has at least one mismatch"),
         }
-        self.records().insert(
-            instance.instance_id.clone(),
-            Record {
-                request: Arc::new(request),
-                instance: Arc::new(instance.clone()),
-                state: RecordState::Provisioning,
-            },
-        );
-        guard.accept();
-        Ok(instance)
     }
 
     /// writeFile: bytes at an admitted path. While provisioning any declared
@@ -1014,28 +1034,8 @@ impl Adapter {
             .await
             .map_err(|e| from_provider(op::RESUME, e))?;
         let (instance, guard) = Guard::new(op::RESUME, handoff, self.shared.rollback_bound);
-        let mut problems =
-            check_instance(&request, InstanceState::Active, self.envelope(), &instance);
-        if self.records().contains_key(&instance.instance_id) {
-            problems.push(Mismatch::new(
-                "instance_id",
-                "an id not already held",
-                instance.instance_id.clone(),
-            ));
-        }
-        if let Some(rejection) = mismatches(op::INSTANCE_IDENTITY, problems) {
-            return Err(guard.reject(rejection).await);
-        }
-        self.records().insert(
-            instance.instance_id.clone(),
-            Record {
-                request: Arc::new(request),
-                instance: Arc::new(instance.clone()),
-                state: RecordState::Active,
-            },
-        );
-        guard.accept();
-        Ok(instance)
+        self.take_new_instance(request, RecordState::Active, instance, guard)
+            .await
     }
 
     /// destroy: idempotent teardown, in any state, passed through even for
