@@ -657,6 +657,14 @@ async fn figures_docker(
             ours,
             baseline: Some(("16 concurrent `docker run --rm`".into(), base)),
         });
+        let phases = std::mem::take(&mut *b.phases.lock().unwrap_or_else(|p| p.into_inner()));
+        for (phase, xs) in phases {
+            rows.push(Row {
+                figure: format!("7 · phase {phase} (each of 16)"),
+                ours: stat(xs),
+                baseline: None,
+            });
+        }
         b.sweep().await?;
         return Ok(());
     }
