@@ -70,18 +70,18 @@ pub fn write(bytes: &[u8]) -> Result<(), StdoutGone> {
     }
 }
 
-/// Writes `text` to stdout (see [`write`]).
+/// Writes `text` to stdout (see [`write()`]).
 ///
 /// # Errors
-/// As [`write`].
+/// As [`write()`].
 pub fn print(text: &str) -> Result<(), StdoutGone> {
     write(text.as_bytes())
 }
 
-/// Writes `text` and a newline to stdout (see [`write`]).
+/// Writes `text` and a newline to stdout (see [`write()`]).
 ///
 /// # Errors
-/// As [`write`].
+/// As [`write()`].
 pub fn line(text: &str) -> Result<(), StdoutGone> {
     let mut s = String::with_capacity(text.len() + 1);
     s.push_str(text);
