@@ -208,3 +208,22 @@ fn an_unreachable_daemon_is_reported_with_its_cause() {
         ],
     );
 }
+
+#[test]
+fn a_remote_docker_host_is_refused_not_replaced_by_the_local_socket() {
+    // Refused before any connection is attempted: nothing is dialled.
+    let o = output(checkfu().env("DOCKER_HOST", "tcp://127.0.0.1:1").args([
+        "sandbox",
+        "test",
+        "--provider",
+        "docker",
+    ]));
+    assert_one_line_failure(
+        &o,
+        125,
+        &[
+            "DOCKER_HOST=\"tcp://127.0.0.1:1\"",
+            "not a local unix:// socket",
+        ],
+    );
+}

@@ -189,14 +189,25 @@ pub fn is_not_found(err: &bollard::errors::Error) -> bool {
     )
 }
 
-/// Connects to the local daemon (`DOCKER_HOST` or the default Unix socket)
-/// and negotiates the API version down to what the server speaks (bollard
-/// 0.19 defaults to 1.49; Docker 20.10 speaks 1.41).
+/// Connects to the local daemon (`DOCKER_HOST` when it names a
+/// `unix://` socket, else the default socket) and negotiates the API version
+/// down to what the server speaks (bollard 0.19 defaults to 1.49; Docker
+/// 20.10 speaks 1.41).
+///
+/// The provider bind-mounts host directories and reads them directly, so
+/// it only works with a daemon on this machine: a `DOCKER_HOST` naming any
+/// other transport, or a `DOCKER_CONTEXT` other than `default`, is refused
+/// rather than silently replaced by the local socket.
 ///
 /// # Errors
 ///
-/// [`DaemonError::Docker`] when no daemon answers.
+/// [`DaemonError::Unexpected`] for a non-local `DOCKER_HOST` or a
+/// `DOCKER_CONTEXT`; [`DaemonError::Docker`] when no daemon answers.
 pub async fn connect() -> Result<Docker, DaemonError> {
+    check_local_daemon_env(
+        std::env::var("DOCKER_HOST").ok().as_deref(),
+        std::env::var("DOCKER_CONTEXT").ok().as_deref(),
+    )?;
     let docker = Docker::connect_with_local_defaults()?;
     Ok(docker.negotiate_version().await?)
 }
@@ -442,6 +453,26 @@ pub async fn list_containers_by_labels(
     Ok(docker.list_containers(Some(opts)).await?)
 }
 
+/// Lists every container (running or not) carrying all of `labels` and
+/// created from `image` (a tag or id).
+///
+/// # Errors
+///
+/// [`DaemonError::Docker`] for daemon failures.
+pub async fn list_containers_from_image(
+    docker: &Docker,
+    image: &str,
+    labels: &[(&str, &str)],
+) -> Result<Vec<ContainerSummary>, DaemonError> {
+    let mut filters = label_filters(labels);
+    filters.insert("ancestor".to_string(), vec![image.to_string()]);
+    let opts = ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    Ok(docker.list_containers(Some(opts)).await?)
+}
+
 /// Lists every image carrying all of `labels`.
 ///
 /// # Errors
@@ -456,6 +487,49 @@ pub async fn list_images_by_labels(
         .filters(&label_filters(labels))
         .build();
     Ok(docker.list_images(Some(opts)).await?)
+}
+
+/// Refuses daemon settings that [`connect`] could not honour.
+fn check_local_daemon_env(host: Option<&str>, context: Option<&str>) -> Result<(), DaemonError> {
+    if let Some(host) = host.filter(|h| !h.is_empty() && !h.starts_with("unix://")) {
+        return Err(DaemonError::Unexpected(format!(
+            "DOCKER_HOST={host:?} is not a local unix:// socket; the Docker provider needs the \
+             daemon on this machine (it bind-mounts and reads host directories)"
+        )));
+    }
+    if let Some(context) = context.filter(|c| !c.is_empty() && *c != "default") {
+        return Err(DaemonError::Unexpected(format!(
+            "DOCKER_CONTEXT={context:?} is not supported; unset it, or set DOCKER_HOST=unix:///path/to/docker.sock"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::check_local_daemon_env;
+
+    #[test]
+    fn only_local_unix_sockets_are_accepted() {
+        assert!(check_local_daemon_env(None, None).is_ok());
+        assert!(check_local_daemon_env(Some("unix:///var/run/docker.sock"), None).is_ok());
+        assert!(check_local_daemon_env(Some(""), Some("default")).is_ok());
+        for host in [
+            "tcp://127.0.0.1:1",
+            "ssh://nobody@127.0.0.1",
+            "garbage",
+            "npipe:////./pipe/docker",
+        ] {
+            let e = check_local_daemon_env(Some(host), None)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(host), "{e}");
+        }
+        let e = check_local_daemon_env(None, Some("nosuch"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nosuch"), "{e}");
+    }
 }
 
 // ---------------------------------------------------------------------------

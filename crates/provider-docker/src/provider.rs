@@ -810,7 +810,27 @@ impl Inner {
         daemon::remove_container(&self.docker, &format!("checkfu-clone-{id}"))
             .await
             .map_err(|e| daemon_error(operation, &e))?;
-        daemon::remove_image(&self.docker, &snapshot_tag(id), false)
+        // Temporary clone containers built from this snapshot's image (a
+        // clone abandoned mid-way) would pin the image; they are ours.
+        let scope = [(LABEL_SCOPE, self.scope.as_str())];
+        let tag = snapshot_tag(id);
+        // An error means the tag is already gone: nothing uses it by name.
+        let users = daemon::list_containers_from_image(&self.docker, &tag, &scope)
+            .await
+            .unwrap_or_default();
+        for c in users {
+            let temp = c
+                .names
+                .unwrap_or_default()
+                .iter()
+                .any(|n| n.trim_start_matches('/').starts_with("checkfu-clone-"));
+            if let (true, Some(cid)) = (temp, c.id) {
+                daemon::remove_container(&self.docker, &cid)
+                    .await
+                    .map_err(|e| daemon_error(operation, &e))?;
+            }
+        }
+        daemon::remove_image(&self.docker, &tag, false)
             .await
             .map_err(|e| daemon_error(operation, &e))?;
         let dir = self.layout.snapshot_dir(id);
@@ -1764,27 +1784,40 @@ impl SandboxProvider for DockerProvider {
                 result.snapshots.push(id.clone());
             }
         }
-        // Instances with nothing at the daemon are only a directory; the
-        // rest need daemon calls. Both run a few at a time.
+        // Instances first (a container may be built from a snapshot's
+        // image), then snapshots. Within a phase a few run at once; every
+        // object is attempted, and the first failure is reported after.
         type Sweep<'a> = std::pin::Pin<
             Box<dyn std::future::Future<Output = Result<(), SandboxError>> + Send + 'a>,
         >;
-        let mut sweeps: Vec<Sweep<'_>> = Vec::new();
+        let mut instance_sweeps: Vec<Sweep<'_>> = Vec::new();
         for id in &result.instances {
             if inv.instances_on_daemon.contains(id) {
-                sweeps.push(Box::pin(inner.destroy_instance(OP, id)));
+                instance_sweeps.push(Box::pin(inner.destroy_instance(OP, id)));
             } else {
-                sweeps.push(Box::pin(inner.destroy_instance_record(OP, id)));
+                instance_sweeps.push(Box::pin(inner.destroy_instance_record(OP, id)));
             }
         }
-        for id in &result.snapshots {
-            sweeps.push(Box::pin(inner.destroy_snapshot_inner(OP, id)));
+        let snapshot_sweeps: Vec<Sweep<'_>> = result
+            .snapshots
+            .iter()
+            .map(|id| Box::pin(inner.destroy_snapshot_inner(OP, id)) as Sweep<'_>)
+            .collect();
+        let mut first_failure = None;
+        for phase in [instance_sweeps, snapshot_sweeps] {
+            let outcomes: Vec<Result<(), SandboxError>> = futures_util::stream::iter(phase)
+                .buffer_unordered(SWEEP_CONCURRENCY)
+                .collect()
+                .await;
+            for outcome in outcomes {
+                if let Err(e) = outcome {
+                    first_failure.get_or_insert(e);
+                }
+            }
         }
-        let outcomes: Vec<Result<(), SandboxError>> = futures_util::stream::iter(sweeps)
-            .buffer_unordered(SWEEP_CONCURRENCY)
-            .collect()
-            .await;
-        outcomes.into_iter().collect::<Result<(), _>>()?;
+        if let Some(e) = first_failure {
+            return Err(e);
+        }
         Ok(result)
     }
 
