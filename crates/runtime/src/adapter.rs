@@ -14,7 +14,7 @@ use checkfu_sandbox_contract::*;
 
 use crate::admission::{ancestor_conflict, home_of, owning_rw_mount, PathHome};
 use crate::checks;
-use crate::handoff::Guard;
+use crate::handoff::{acquire, Guard};
 use crate::process::Process;
 use crate::select::{check_mount_plan, check_network, unmet, Requirements};
 
@@ -255,12 +255,14 @@ impl Adapter {
     /// rollback has run once (a rollback failure is appended).
     pub async fn provision(&self, request: SandboxProvisionRequest) -> Res<SandboxInstance> {
         self.admit_request(op::PROVISION, &request)?;
-        let handoff = self
-            .provider()
-            .provision(request.clone())
-            .await
-            .map_err(|e| from_provider(op::PROVISION, e))?;
-        let (instance, guard) = Guard::new(op::PROVISION, handoff, self.shared.rollback_bound);
+        let (provider, req) = (self.shared.provider.clone(), request.clone());
+        let (instance, guard) = acquire(
+            op::PROVISION,
+            async move { provider.provision(req).await },
+            self.shared.rollback_bound,
+        )
+        .await
+        .map_err(|e| from_provider(op::PROVISION, e))?;
         self.take_new_instance(request, RecordState::Provisioning, instance, guard)
             .await
     }
@@ -363,14 +365,19 @@ impl Adapter {
     pub async fn activate(&self, instance_id: &str) -> Res<SandboxInstance> {
         let rec = self.admit(op::ACTIVATE, instance_id, &[RecordState::Provisioning])?;
         self.recheck_network(&rec.request.profile)?;
-        let handoff = self
-            .provider()
-            .activate(ActivateRequest {
+        let (provider, req) = (
+            self.shared.provider.clone(),
+            ActivateRequest {
                 instance_id: instance_id.to_owned(),
-            })
-            .await
-            .map_err(|e| from_provider(op::ACTIVATE, e))?;
-        let (instance, guard) = Guard::new(op::ACTIVATE, handoff, self.shared.rollback_bound);
+            },
+        );
+        let (instance, guard) = acquire(
+            op::ACTIVATE,
+            async move { provider.activate(req).await },
+            self.shared.rollback_bound,
+        )
+        .await
+        .map_err(|e| from_provider(op::ACTIVATE, e))?;
         let mut problems = check_instance(
             &rec.request,
             InstanceState::Active,
@@ -762,15 +769,20 @@ impl Adapter {
     pub async fn snapshot(&self, instance_id: &str, expires_at: Timestamp) -> Res<SandboxSnapshot> {
         let rec = self.admit(op::SNAPSHOT, instance_id, &[RecordState::Active])?;
         self.admit_snapshot(op::SNAPSHOT, &rec, &expires_at)?;
-        let handoff = self
-            .provider()
-            .snapshot(SnapshotRequest {
+        let (provider, req) = (
+            self.shared.provider.clone(),
+            SnapshotRequest {
                 instance_id: instance_id.to_owned(),
                 expires_at,
-            })
-            .await
-            .map_err(|e| from_provider(op::SNAPSHOT, e))?;
-        let (snapshot, guard) = Guard::new(op::SNAPSHOT, handoff, self.shared.rollback_bound);
+            },
+        );
+        let (snapshot, guard) = acquire(
+            op::SNAPSHOT,
+            async move { provider.snapshot(req).await },
+            self.shared.rollback_bound,
+        )
+        .await
+        .map_err(|e| from_provider(op::SNAPSHOT, e))?;
         if let Some(rejection) = mismatches(
             op::SNAPSHOT_IDENTITY,
             check_snapshot(&rec.instance, &expires_at, &snapshot),
@@ -852,15 +864,20 @@ impl Adapter {
             )
             .into());
         }
-        let handoff = self
-            .provider()
-            .clone_snapshot(CloneSnapshotRequest {
+        let (provider, req) = (
+            self.shared.provider.clone(),
+            CloneSnapshotRequest {
                 source: source.clone(),
                 target_session_id: target_session_id.to_owned(),
-            })
-            .await
-            .map_err(|e| from_provider(op::CLONE_SNAPSHOT, e))?;
-        let (clone, guard) = Guard::new(op::CLONE_SNAPSHOT, handoff, self.shared.rollback_bound);
+            },
+        );
+        let (clone, guard) = acquire(
+            op::CLONE_SNAPSHOT,
+            async move { provider.clone_snapshot(req).await },
+            self.shared.rollback_bound,
+        )
+        .await
+        .map_err(|e| from_provider(op::CLONE_SNAPSHOT, e))?;
         if let Some(rejection) = mismatches(
             op::CLONE_IDENTITY,
             check_clone(source, target_session_id, &clone),
@@ -909,15 +926,20 @@ impl Adapter {
             (Some(t), true) => self.admit_snapshot(op::RELEASE, &rec, t)?,
             (None, false) => {}
         }
-        let handoff = self
-            .provider()
-            .release(ReleaseRequest {
+        let (provider, req) = (
+            self.shared.provider.clone(),
+            ReleaseRequest {
                 instance_id: instance_id.to_owned(),
                 snapshot_expires_at,
-            })
-            .await
-            .map_err(|e| from_provider(op::RELEASE, e))?;
-        let (disposition, guard) = Guard::new(op::RELEASE, handoff, self.shared.rollback_bound);
+            },
+        );
+        let (disposition, guard) = acquire(
+            op::RELEASE,
+            async move { provider.release(req).await },
+            self.shared.rollback_bound,
+        )
+        .await
+        .map_err(|e| from_provider(op::RELEASE, e))?;
         let problem = match (&disposition, snapshot_expires_at) {
             (ReleaseDisposition::Released { .. }, None) => {
                 Some(SandboxFailure::from(SandboxError::protocol(
@@ -1025,15 +1047,20 @@ impl Adapter {
             )
             .into());
         }
-        let handoff = self
-            .provider()
-            .resume(ResumeRequest {
+        let (provider, req) = (
+            self.shared.provider.clone(),
+            ResumeRequest {
                 request: request.clone(),
                 snapshot,
-            })
-            .await
-            .map_err(|e| from_provider(op::RESUME, e))?;
-        let (instance, guard) = Guard::new(op::RESUME, handoff, self.shared.rollback_bound);
+            },
+        );
+        let (instance, guard) = acquire(
+            op::RESUME,
+            async move { provider.resume(req).await },
+            self.shared.rollback_bound,
+        )
+        .await
+        .map_err(|e| from_provider(op::RESUME, e))?;
         self.take_new_instance(request, RecordState::Active, instance, guard)
             .await
     }

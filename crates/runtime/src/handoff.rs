@@ -1,6 +1,7 @@
 //! Allocation handoff: take ownership of a value or unwind it exactly once
 //! (spec "Allocation handoff"; DESIGN D5).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,5 +102,42 @@ impl Drop for Guard {
                 });
             }
         }
+    }
+}
+
+/// Runs an allocating provider call in a task of its own and hands its
+/// value to the caller behind a [`Guard`].
+///
+/// A Rust future cannot clean up when it is dropped, so a caller cancelled
+/// mid-call must not cancel the provider's acquisition half-way: the call
+/// runs to completion, and a handoff that nobody is waiting for any more is
+/// rolled back at once (bounded as every rollback is). Between the value's
+/// arrival and the guard's creation there is no await point.
+///
+/// # Errors
+/// The provider's error, or `SandboxOperationFailed{reason:
+/// provider_error}` when the provider call panicked.
+pub(crate) async fn acquire<T: Send + 'static>(
+    operation: &'static str,
+    call: impl Future<Output = Result<Handoff<T>, SandboxError>> + Send + 'static,
+    bound: Duration,
+) -> Result<(T, Guard), SandboxError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let result = call.await;
+        if let Err(Ok(handoff)) = tx.send(result) {
+            tracing::debug!(operation, "caller gone before the handoff; rolling back");
+            if let Err(e) = run_rollback(operation, handoff.rollback, bound).await {
+                tracing::warn!(operation, error = %e, "rollback of an unclaimed handoff failed");
+            }
+        }
+    });
+    match rx.await {
+        Ok(result) => result.map(|handoff| Guard::new(operation, handoff, bound)),
+        Err(_) => Err(SandboxError::failed(
+            operation,
+            FailureReason::ProviderError,
+            "the provider call ended without a result (it panicked)",
+        )),
     }
 }
