@@ -17,6 +17,7 @@ use crate::checks;
 use crate::handoff::{acquire, Guard};
 use crate::process::Process;
 use crate::select::{check_mount_plan, check_network, unmet, Requirements};
+use tokio_util::task::TaskTracker;
 
 /// The runtime's own record of an instance's state (DESIGN D6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -56,6 +57,8 @@ struct Shared {
     clock: Arc<dyn Clock>,
     rollback_bound: Duration,
     records: Mutex<HashMap<String, Record>>,
+    /// Provider calls and rollbacks that outlive their caller.
+    tasks: TaskTracker,
 }
 
 /// A selected adapter. Clones share one record of instances.
@@ -104,6 +107,7 @@ impl Adapter {
                 clock,
                 rollback_bound,
                 records: Mutex::new(HashMap::new()),
+                tasks: TaskTracker::new(),
             }),
         }
     }
@@ -148,6 +152,22 @@ impl Adapter {
 
     pub(crate) fn rollback_bound(&self) -> Duration {
         self.shared.rollback_bound
+    }
+
+    pub(crate) fn tasks(&self) -> &TaskTracker {
+        &self.shared.tasks
+    }
+
+    /// Waits, at most `bound`, for provider calls and rollbacks that
+    /// outlive their callers (a cancelled caller's acquisition and its
+    /// rollback) to settle; true when they all did. A process about to exit
+    /// after an interruption calls this so that nothing is stranded.
+    pub async fn settle(&self, bound: Duration) -> bool {
+        let tasks = &self.shared.tasks;
+        tasks.close();
+        let settled = tokio::time::timeout(bound, tasks.wait()).await.is_ok();
+        tasks.reopen();
+        settled
     }
 
     pub(crate) fn admit_provision(&self, request: &SandboxProvisionRequest) -> Res<()> {
@@ -257,6 +277,7 @@ impl Adapter {
         self.admit_request(op::PROVISION, &request)?;
         let (provider, req) = (self.shared.provider.clone(), request.clone());
         let (instance, guard) = acquire(
+            &self.shared.tasks,
             op::PROVISION,
             async move { provider.provision(req).await },
             self.shared.rollback_bound,
@@ -372,6 +393,7 @@ impl Adapter {
             },
         );
         let (instance, guard) = acquire(
+            &self.shared.tasks,
             op::ACTIVATE,
             async move { provider.activate(req).await },
             self.shared.rollback_bound,
@@ -777,6 +799,7 @@ impl Adapter {
             },
         );
         let (snapshot, guard) = acquire(
+            &self.shared.tasks,
             op::SNAPSHOT,
             async move { provider.snapshot(req).await },
             self.shared.rollback_bound,
@@ -872,6 +895,7 @@ impl Adapter {
             },
         );
         let (clone, guard) = acquire(
+            &self.shared.tasks,
             op::CLONE_SNAPSHOT,
             async move { provider.clone_snapshot(req).await },
             self.shared.rollback_bound,
@@ -934,6 +958,7 @@ impl Adapter {
             },
         );
         let (disposition, guard) = acquire(
+            &self.shared.tasks,
             op::RELEASE,
             async move { provider.release(req).await },
             self.shared.rollback_bound,
@@ -1055,6 +1080,7 @@ impl Adapter {
             },
         );
         let (instance, guard) = acquire(
+            &self.shared.tasks,
             op::RESUME,
             async move { provider.resume(req).await },
             self.shared.rollback_bound,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::{FailureReason, Handoff, Rollback, SandboxError, SandboxFailure};
+use tokio_util::task::TaskTracker;
 
 /// Runs `rollback` at most once in its own task, bounded by `bound`.
 ///
@@ -14,11 +15,12 @@ use checkfu_sandbox_contract::{FailureReason, Handoff, Rollback, SandboxError, S
 /// detached and the failure is `SandboxOperationFailed{operation:
 /// "<operation>_rollback", reason: timed_out}`.
 pub(crate) async fn run_rollback(
+    tasks: &TaskTracker,
     operation: &str,
     rollback: Arc<dyn Rollback>,
     bound: Duration,
 ) -> Result<(), SandboxError> {
-    let task = tokio::spawn(async move { rollback.rollback().await });
+    let task = tasks.spawn(async move { rollback.rollback().await });
     match tokio::time::timeout(bound, task).await {
         Ok(Ok(result)) => {
             result.map_err(|e| crate::checks::from_provider(&format!("{operation}_rollback"), e))
@@ -49,6 +51,7 @@ pub(crate) struct Guard {
     operation: &'static str,
     rollback: Option<Arc<dyn Rollback>>,
     bound: Duration,
+    tasks: TaskTracker,
 }
 
 impl Guard {
@@ -56,6 +59,7 @@ impl Guard {
         operation: &'static str,
         handoff: Handoff<T>,
         bound: Duration,
+        tasks: TaskTracker,
     ) -> (T, Guard) {
         (
             handoff.value,
@@ -63,6 +67,7 @@ impl Guard {
                 operation,
                 rollback: Some(handoff.rollback),
                 bound,
+                tasks,
             },
         )
     }
@@ -78,7 +83,7 @@ impl Guard {
         let Some(rollback) = self.rollback.take() else {
             return rejection;
         };
-        match run_rollback(self.operation, rollback, self.bound).await {
+        match run_rollback(&self.tasks, self.operation, rollback, self.bound).await {
             Ok(()) => rejection,
             Err(e) => rejection.then(e),
         }
@@ -94,9 +99,10 @@ impl Drop for Guard {
                 operation,
                 "handoff abandoned before ownership; rolling back"
             );
-            if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                handle.spawn(async move {
-                    if let Err(e) = run_rollback(operation, rollback, bound).await {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let tasks = self.tasks.clone();
+                self.tasks.spawn(async move {
+                    if let Err(e) = run_rollback(&tasks, operation, rollback, bound).await {
                         tracing::warn!(operation, error = %e, "rollback after cancellation failed");
                     }
                 });
@@ -118,22 +124,24 @@ impl Drop for Guard {
 /// The provider's error, or `SandboxOperationFailed{reason:
 /// provider_error}` when the provider call panicked.
 pub(crate) async fn acquire<T: Send + 'static>(
+    tasks: &TaskTracker,
     operation: &'static str,
     call: impl Future<Output = Result<Handoff<T>, SandboxError>> + Send + 'static,
     bound: Duration,
 ) -> Result<(T, Guard), SandboxError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
+    let tracker = tasks.clone();
+    tasks.spawn(async move {
         let result = call.await;
         if let Err(Ok(handoff)) = tx.send(result) {
             tracing::debug!(operation, "caller gone before the handoff; rolling back");
-            if let Err(e) = run_rollback(operation, handoff.rollback, bound).await {
+            if let Err(e) = run_rollback(&tracker, operation, handoff.rollback, bound).await {
                 tracing::warn!(operation, error = %e, "rollback of an unclaimed handoff failed");
             }
         }
     });
     match rx.await {
-        Ok(result) => result.map(|handoff| Guard::new(operation, handoff, bound)),
+        Ok(result) => result.map(|handoff| Guard::new(operation, handoff, bound, tasks.clone())),
         Err(_) => Err(SandboxError::failed(
             operation,
             FailureReason::ProviderError,

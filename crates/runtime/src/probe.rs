@@ -44,12 +44,19 @@ impl Adapter {
             &handoff.value,
         );
         let first = run_rollback(
+            self.tasks(),
             op::PROVISION,
             handoff.rollback.clone(),
             self.rollback_bound(),
         )
         .await;
-        let second = run_rollback(op::PROVISION, handoff.rollback, self.rollback_bound()).await;
+        let second = run_rollback(
+            self.tasks(),
+            op::PROVISION,
+            handoff.rollback,
+            self.rollback_bound(),
+        )
+        .await;
         let mut failure: Option<SandboxFailure> = None;
         for m in problems {
             let e = m.into_error(op::INSTANCE_IDENTITY);

@@ -492,24 +492,36 @@ impl RunSettings {
     }
 }
 
-/// The instance a run holds, so that a signal can destroy it.
+/// The adapter a run uses and the instance it holds, so that a signal can
+/// let in-flight provider calls settle and destroy the instance.
 #[derive(Debug, Clone, Default)]
-pub struct Tracked(Arc<Mutex<Option<(Adapter, String)>>>);
+pub struct Tracked(Arc<Mutex<Held>>);
+
+/// The adapter, and the instance while one is held.
+type Held = Option<(Adapter, Option<String>)>;
 
 impl Tracked {
+    fn attach(&self, adapter: &Adapter) {
+        *self.lock() = Some((adapter.clone(), None));
+    }
+
     fn set(&self, adapter: &Adapter, instance_id: &str) {
-        *self.lock() = Some((adapter.clone(), instance_id.to_owned()));
+        *self.lock() = Some((adapter.clone(), Some(instance_id.to_owned())));
     }
 
+    /// The instance is released: nothing to destroy, but the adapter stays
+    /// so that in-flight calls can still settle.
     fn clear(&self) {
-        *self.lock() = None;
+        if let Some((_, instance)) = self.lock().as_mut() {
+            *instance = None;
+        }
     }
 
-    fn take(&self) -> Option<(Adapter, String)> {
+    fn take(&self) -> Held {
         self.lock().take()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Adapter, String)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
         // A poisoned lock only means a panic elsewhere; the value is sound.
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -616,7 +628,7 @@ pub async fn run_flow(settings: RunSettings, backend: Backend, tracked: Tracked)
     match flow(&settings, &backend, &tracked).await {
         Ok(code) => code,
         Err(failure) => {
-            if let Some((adapter, id)) = tracked.take() {
+            if let Some((adapter, Some(id))) = tracked.take() {
                 destroy_bounded(&adapter, &id).await;
             }
             let _ = std::io::stdout().flush();
@@ -641,6 +653,7 @@ async fn flow(settings: &RunSettings, backend: &Backend, tracked: &Tracked) -> R
         Requirements::for_profile(&profile, Tier::Container, platform, declared.clone());
     needs.physically_contained_file_read = settings.outputs.is_some();
     let adapter = runtime.select(&needs)?;
+    tracked.attach(&adapter);
 
     let now = runtime.clock().now();
     let run_id = format!("cli-{}-{}", std::process::id(), now.unix_millis());
@@ -865,7 +878,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     ExitCode::from(code)
 }
 
-async fn stopped(signal: std::io::Result<super::Stop>, tracked: Option<(Adapter, String)>) -> u8 {
+async fn stopped(signal: std::io::Result<super::Stop>, tracked: Held) -> u8 {
     let code = match signal {
         Ok(stop) => stop.code(),
         Err(e) => {
@@ -874,9 +887,23 @@ async fn stopped(signal: std::io::Result<super::Stop>, tracked: Option<(Adapter,
         }
     };
     match tracked {
-        Some((adapter, id)) => {
-            eprintln!("checkfu: interrupted; destroying instance {id}");
-            destroy_bounded(&adapter, &id).await;
+        Some((adapter, instance)) => {
+            match &instance {
+                Some(id) => eprintln!("checkfu: interrupted; destroying instance {id}"),
+                None => eprintln!("checkfu: interrupted"),
+            }
+            // A provider call the flow was waiting on runs to completion and
+            // is rolled back by the runtime; let it settle before exiting.
+            let bound = Duration::from_secs(ROLLBACK_TIMEOUT_SECONDS);
+            if !adapter.settle(bound).await {
+                eprintln!(
+                    "checkfu: provider calls still running after {} s; `checkfu sandbox cleanup` reclaims what they leave",
+                    bound.as_secs()
+                );
+            }
+            if let Some(id) = instance {
+                destroy_bounded(&adapter, &id).await;
+            }
         }
         None => eprintln!("checkfu: interrupted"),
     }
