@@ -347,3 +347,31 @@ fn resource_limits_the_oracle_does_not_enforce_are_refused() {
         assert_eq!(code(&o), 2, "{bad:?}: {}", describe(&o));
     }
 }
+
+#[test]
+fn an_output_that_cannot_be_written_is_named_and_the_rest_is_copied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    // A link in the host folder where an output file would go: never
+    // followed, so that one file cannot be written.
+    let victim = tmp.path().join("victim");
+    std::os::unix::fs::symlink(&victim, out.join("b")).unwrap();
+    let o = output(run_memory(&[
+        "--outputs",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "touch /mnt/session/outputs/a /mnt/session/outputs/b /mnt/session/outputs/c; exit 3",
+    ]));
+    assert_eq!(code(&o), 125, "{}", describe(&o));
+    let err = stderr(&o);
+    assert!(err.contains("/mnt/session/outputs/b not copied"), "{err}");
+    assert!(
+        err.contains("the workload exited with status 3; the output copy is incomplete"),
+        "{err}"
+    );
+    assert!(out.join("a").is_file() && out.join("c").is_file(), "{err}");
+    assert!(!victim.exists(), "the link was followed");
+}

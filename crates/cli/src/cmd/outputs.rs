@@ -48,6 +48,9 @@ pub struct CopyReport {
     pub copied: usize,
     /// Files over [`MAX_READ_FILE_BYTES`], not copied.
     pub skipped: Vec<Skipped>,
+    /// Files read but not written into the host folder: (path in the
+    /// sandbox, why). The copy goes on with the other files.
+    pub unwritten: Vec<(String, String)>,
 }
 
 /// Copies every regular file of `/mnt/session/outputs` of at most 16 MiB
@@ -59,7 +62,8 @@ pub struct CopyReport {
 /// # Errors
 /// The runtime's errors (exit 125), a relative path that is not a plain
 /// sequence of names, a file that changed between listing and reading, or
-/// a host write that fails.
+/// an unusable host folder. A host write that fails for one file is
+/// reported in [`CopyReport::unwritten`] and the copy goes on.
 pub async fn copy_outputs(
     adapter: &Adapter,
     instance_id: &str,
@@ -103,24 +107,25 @@ pub async fn copy_outputs(
         for ((components, entry), outcome) in members.iter().zip(outcomes) {
             contents.push((components.clone(), checked_bytes(entry, outcome)?));
         }
-        let count = contents.len();
         let root = root.clone();
-        let dir = dir.to_path_buf();
-        tokio::task::spawn_blocking(move || -> Result<(), Failure> {
+        let (copied, unwritten) = tokio::task::spawn_blocking(move || {
+            let mut copied = 0;
+            let mut unwritten = Vec::new();
             for (components, bytes) in contents {
-                write_beneath(&root, &components, &bytes).map_err(|e| {
-                    Failure::checkfu(format!(
-                        "--outputs {}: cannot write {}: {e}",
-                        dir.display(),
-                        components.join("/")
-                    ))
-                })?;
+                match write_beneath(&root, &components, &bytes) {
+                    Ok(()) => copied += 1,
+                    Err(e) => unwritten.push((
+                        format!("{OUTPUT_PATH}/{}", components.join("/")),
+                        e.to_string(),
+                    )),
+                }
             }
-            Ok(())
+            (copied, unwritten)
         })
         .await
-        .map_err(|e| Failure::checkfu(format!("output copy task failed: {e}")))??;
-        report.copied += count;
+        .map_err(|e| Failure::checkfu(format!("output copy task failed: {e}")))?;
+        report.copied += copied;
+        report.unwritten.extend(unwritten);
     }
     Ok(report)
 }

@@ -118,7 +118,7 @@ pub struct RunArgs {
     /// CPU limit in cores, e.g. 1.5 (at most three decimals).
     #[arg(long, value_name = "N.N", value_parser = parse_cpu_millis)]
     pub cpus: Option<u32>,
-    /// Copy the regular files of /mnt/session/outputs into DIR afterwards (one over 16 MiB is skipped: exit 125).
+    /// Copy the regular files of /mnt/session/outputs into DIR afterwards (one over 16 MiB, or one that cannot be written into DIR, is named and skipped: exit 125).
     #[arg(long, value_name = "DIR")]
     pub outputs: Option<PathBuf>,
     /// Durable retention: release settles a snapshot (kept 24 h) whose id is printed on stderr.
@@ -753,7 +753,13 @@ async fn finish(
                 MAX_READ_FILE_BYTES / (1024 * 1024)
             );
         }
-        incomplete = !report.skipped.is_empty();
+        for (path, why) in &report.unwritten {
+            eprintln!(
+                "checkfu: --outputs {}: {path} not copied: {why}",
+                dir.display()
+            );
+        }
+        incomplete = !report.skipped.is_empty() || !report.unwritten.is_empty();
     }
 
     if settings.durable {
