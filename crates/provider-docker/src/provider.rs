@@ -484,6 +484,55 @@ impl DockerProvider {
     pub async fn inventory(&self) -> Result<Inventory, SandboxError> {
         self.inner.inventory().await
     }
+
+    /// Destroys every instance (first: a container may be built from a
+    /// snapshot's image) and then every snapshot of this scope, attempting
+    /// each one. Returns one line per object that could not be destroyed
+    /// (empty when all were); used by teardown that must leave nothing.
+    pub async fn destroy_all(&self) -> Vec<String> {
+        let inv = match self.inventory().await {
+            Ok(inv) => inv,
+            Err(e) => return vec![format!("inventory: {e}")],
+        };
+        let mut problems = Vec::new();
+        for id in inv.instances.keys() {
+            if let Err(e) = self.inner.destroy_instance(op::DESTROY, id).await {
+                problems.push(format!("instance {id}: {e}"));
+            }
+        }
+        for id in inv.snapshots.keys() {
+            if let Err(e) = self
+                .inner
+                .destroy_snapshot_inner(op::DESTROY_SNAPSHOT, id)
+                .await
+            {
+                problems.push(format!("snapshot {id}: {e}"));
+            }
+        }
+        problems
+    }
+
+    /// Ids of the containers and images that still carry this scope's label
+    /// (a leak check after [`DockerProvider::destroy_all`]).
+    ///
+    /// # Errors
+    ///
+    /// `SandboxOperationFailed{provider_error}` when the daemon cannot be
+    /// asked.
+    pub async fn scope_leftovers(&self) -> Result<(Vec<String>, Vec<String>), SandboxError> {
+        const OP: &str = op::CLEANUP;
+        let labels = [(LABEL_SCOPE, self.inner.scope.as_str())];
+        let containers = daemon::list_containers_by_labels(&self.inner.docker, &labels)
+            .await
+            .map_err(|e| daemon_error(OP, &e))?;
+        let images = daemon::list_images_by_labels(&self.inner.docker, &labels)
+            .await
+            .map_err(|e| daemon_error(OP, &e))?;
+        Ok((
+            containers.into_iter().filter_map(|c| c.id).collect(),
+            images.into_iter().map(|i| i.id).collect(),
+        ))
+    }
 }
 
 impl Inner {

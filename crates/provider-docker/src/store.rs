@@ -259,13 +259,9 @@ pub enum Home {
     Mount(usize),
 }
 
-/// Whether `path` is `root` or below it (both normalized, absolute).
-pub fn is_within(path: &str, root: &str) -> bool {
-    path == root
-        || (path.len() > root.len()
-            && path.starts_with(root)
-            && (root == "/" || path.as_bytes()[root.len()] == b'/'))
-}
+/// Whether `path` is `root` or below it (both normalized, absolute),
+/// compared by whole components: the contract's rule.
+pub use checkfu_sandbox_contract::validate::is_within;
 
 /// The deepest mount (or the output tree) containing `path`, with its root.
 pub fn home_of<'a>(request: &'a SandboxProvisionRequest, path: &str) -> Option<(Home, &'a str)> {

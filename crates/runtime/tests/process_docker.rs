@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_docker::provider::{host_platform, LABEL_SCOPE};
+use checkfu_sandbox_docker::provider::host_platform;
 use checkfu_sandbox_docker::{daemon, fixture, DockerConfig, DockerProvider};
 use checkfu_sandbox_runtime::SandboxRuntime;
 use process_common::*;
@@ -148,29 +148,12 @@ impl DockerEnv {
 }
 
 async fn sweep(provider: DockerProvider, scope: String, state_dir: PathBuf) -> Result<(), String> {
-    let inv = provider.inventory().await.map_err(|e| e.to_string())?;
-    for id in inv.instances.keys() {
-        provider
-            .destroy(DestroyRequest {
-                instance_id: id.clone(),
-            })
-            .await
-            .map_err(|e| e.to_string())?;
+    let problems = provider.destroy_all().await;
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
     }
-    for id in inv.snapshots.keys() {
-        provider
-            .destroy_snapshot(DestroySnapshotRequest {
-                snapshot_id: id.clone(),
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-    }
-    let docker = provider.docker();
-    let label = [(LABEL_SCOPE, scope.as_str())];
-    let c = daemon::list_containers_by_labels(docker, &label)
-        .await
-        .map_err(|e| e.to_string())?;
-    let i = daemon::list_images_by_labels(docker, &label)
+    let (c, i) = provider
+        .scope_leftovers()
         .await
         .map_err(|e| e.to_string())?;
     let _ = std::fs::remove_dir_all(&state_dir);

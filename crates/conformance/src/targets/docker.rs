@@ -263,31 +263,7 @@ async fn sweep(provider: &DockerProvider, scope: &str, network: &str) -> Vec<Str
     {
         problems.push(format!("provider cleanup: {e}"));
     }
-    match provider.inventory().await {
-        Ok(inv) => {
-            for id in inv.instances.keys() {
-                if let Err(e) = provider
-                    .destroy(DestroyRequest {
-                        instance_id: id.clone(),
-                    })
-                    .await
-                {
-                    problems.push(format!("instance {id}: {e}"));
-                }
-            }
-            for id in inv.snapshots.keys() {
-                if let Err(e) = provider
-                    .destroy_snapshot(DestroySnapshotRequest {
-                        snapshot_id: id.clone(),
-                    })
-                    .await
-                {
-                    problems.push(format!("snapshot {id}: {e}"));
-                }
-            }
-        }
-        Err(e) => problems.push(format!("inventory: {e}")),
-    }
+    problems.extend(provider.destroy_all().await);
     let docker = provider.docker();
     let labels = [(LABEL_SCOPE, scope)];
     match daemon::list_containers_by_labels(docker, &labels).await {
