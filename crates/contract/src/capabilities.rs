@@ -7,16 +7,14 @@
 
 use std::collections::BTreeSet;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::bounds::MAX_MOUNTS;
 use crate::identity::Mismatch;
 
 /// Where the sandbox runs relative to the Runner.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Placement {
     /// On a platform the provider hosts.
@@ -26,9 +24,8 @@ pub enum Placement {
 }
 
 /// Isolation tier of an instance (the instance's `target`).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {
     /// An OCI container.
@@ -38,9 +35,8 @@ pub enum Tier {
 }
 
 /// Operating system of a platform.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Os {
     /// Linux.
@@ -48,9 +44,8 @@ pub enum Os {
 }
 
 /// CPU architecture of a platform.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Architecture {
     /// x86-64.
@@ -60,9 +55,8 @@ pub enum Architecture {
 }
 
 /// An operating system and architecture pair.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Platform {
     /// Operating system.
@@ -72,7 +66,8 @@ pub struct Platform {
 }
 
 /// How the instance's image is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ImageMode {
     /// The profile's derived image over `root_image`.
@@ -80,9 +75,8 @@ pub enum ImageMode {
 }
 
 /// A package manager the provider can materialize packages with.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PackageManager {
     /// Debian's apt.
@@ -96,9 +90,8 @@ pub enum PackageManager {
 }
 
 /// A network mode (DESIGN D11).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkMode {
     /// Loopback only; no workload destination.
@@ -108,9 +101,8 @@ pub enum NetworkMode {
 }
 
 /// A retention mode.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RetentionMode {
     /// Zero data retention: release destroys every trace; no snapshots.
@@ -120,7 +112,8 @@ pub enum RetentionMode {
 }
 
 /// Who holds snapshot bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SnapshotCustody {
     /// The Runner that took it: a clone needs that Runner alive.
@@ -132,19 +125,9 @@ pub enum SnapshotCustody {
 
 /// The provider's honest grade for enforcing an allowlist.
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Default,
-    Serialize,
-    Deserialize,
-    JsonSchema,
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EgressCertification {
     /// No allowlist support.
@@ -157,7 +140,8 @@ pub enum EgressCertification {
 }
 
 /// Who enforces one isolation axis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EnforcementLevel {
     /// The Runner enforces it.
@@ -170,7 +154,8 @@ pub enum EnforcementLevel {
 }
 
 /// The nine enforcement axes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Enforcement {
     /// Filesystem isolation.
@@ -198,27 +183,28 @@ pub struct Enforcement {
 /// Wire form: a JSON object with these snake_case fields; optional fields
 /// may be absent and then take the default named on each. Unknown fields
 /// are refused. Cross-field rules (see [`EnvelopeRule`]) are refused at decode.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxProviderCapabilities {
     /// Where instances run.
     pub placement: Placement,
     /// Supported tiers; non-empty, no duplicates.
-    #[schemars(length(min = 1), extend("uniqueItems" = true))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1), extend("uniqueItems" = true)))]
     pub tiers: Vec<Tier>,
     /// Supported platforms; non-empty, no duplicates.
-    #[schemars(length(min = 1), extend("uniqueItems" = true))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1), extend("uniqueItems" = true)))]
     pub platforms: Vec<Platform>,
     /// How images are chosen.
     pub image_mode: ImageMode,
     /// Package managers for materialization; may be empty.
-    #[schemars(extend("uniqueItems" = true))]
+    #[cfg_attr(feature = "schema", schemars(extend("uniqueItems" = true)))]
     pub package_managers: Vec<PackageManager>,
     /// Supported network modes; non-empty, no duplicates.
-    #[schemars(length(min = 1), extend("uniqueItems" = true))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1), extend("uniqueItems" = true)))]
     pub network_modes: Vec<NetworkMode>,
     /// Supported retention modes; non-empty, no duplicates.
-    #[schemars(length(min = 1), extend("uniqueItems" = true))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1), extend("uniqueItems" = true)))]
     pub retention_modes: Vec<RetentionMode>,
     /// Whether snapshot capture works.
     pub snapshots: bool,
@@ -244,18 +230,19 @@ pub struct SandboxProviderCapabilities {
     /// Who enforces each of the nine axes.
     pub enforcement: Enforcement,
     /// Most mounts per instance, 0..=64.
-    #[schemars(range(max = 64))]
+    #[cfg_attr(feature = "schema", schemars(range(max = 64)))]
     pub max_mounts: u8,
     /// The provider's revision; instances echo it in `materialization`.
-    #[schemars(length(min = 1))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub provider_revision: String,
     /// The materialization revision; instances echo it in `materialization`.
-    #[schemars(length(min = 1))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub materialization_revision: String,
 }
 
 /// The envelope's cross-field rules, each refused at decode by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EnvelopeRule {
     /// `snapshot_clone: true` with `snapshots: false`.

@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A SHA-256 digest in the form `sha256:` followed by 64 lower-case hex digits.
@@ -87,7 +86,8 @@ impl<'de> Deserialize<'de> for Digest {
         Digest::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
-impl JsonSchema for Digest {
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Digest {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Digest".into()
     }
@@ -169,7 +169,8 @@ impl<'de> Deserialize<'de> for ImageReference {
         ImageReference::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
-impl JsonSchema for ImageReference {
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for ImageReference {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "ImageReference".into()
     }

@@ -8,7 +8,6 @@
 
 use std::fmt;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::capabilities::RetentionMode;
@@ -18,9 +17,8 @@ use crate::capabilities::RetentionMode;
 ///
 /// The spec's list has eleven values; `snapshot_clone` is added because the
 /// spec's capability table refuses a clone with it (DESIGN D4).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Requirement {
     /// The isolation tier (`container`, ...).
@@ -76,7 +74,8 @@ impl fmt::Display for Requirement {
 }
 
 /// Closed reasons for `SandboxOperationFailed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FailureReason {
     /// A bound on time was exceeded (a rollback past 30 s, a case deadline).
@@ -100,7 +99,8 @@ pub enum FailureReason {
 }
 
 /// Which output stream of a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OutputStream {
     /// Standard output.
@@ -120,7 +120,8 @@ impl fmt::Display for OutputStream {
 
 /// One adapter that selection could not use, with every requirement it
 /// failed (part of `SandboxAdapterUnavailable`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UnmetAdapter {
     /// The adapter's provider id.
@@ -138,7 +139,8 @@ pub struct UnmetAdapter {
 /// (`instance_identity`, `snapshot_identity`, `clone_identity`,
 /// `open_process_identity`), a decode name (`decode_<type>`), or a member
 /// name with a `_rollback` / `_destroy` suffix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "_tag", deny_unknown_fields)]
 pub enum SandboxError {
     /// A requirement the provider (or this instance) cannot meet.
@@ -416,7 +418,8 @@ impl SandboxError {
 ///
 /// Wire form: `{"causes": [<SandboxError>, ...]}` with at least one cause.
 /// Display joins the causes with `; then `.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxFailure {
     /// The causes, first the one that started the failure.

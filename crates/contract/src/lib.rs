@@ -19,7 +19,6 @@ pub mod conformance;
 pub mod digest;
 pub mod error;
 pub mod identity;
-pub mod kit;
 pub mod provider;
 pub mod timestamp;
 pub mod types;

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::bytes::Bytes;
@@ -13,7 +12,8 @@ use crate::digest::{Digest, ImageReference};
 use crate::timestamp::Timestamp;
 
 /// An instance's lifecycle state (spec "Lifecycle and states").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum InstanceState {
     /// Allocated; mounts and the output tree accept writes.
@@ -33,7 +33,8 @@ impl InstanceState {
 }
 
 /// Access mode of a mount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MountAccess {
     /// Sealed read-only at activation.
@@ -44,7 +45,8 @@ pub enum MountAccess {
 
 /// A declared mount: a directory the provider creates and the Runner stages
 /// files into during provisioning.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxMount {
     /// Absolute, normalized path in the sandbox (no `..`, no empty or `.`
@@ -55,9 +57,8 @@ pub struct SandboxMount {
 }
 
 /// A network destination for an allowlist policy.
-#[derive(
-    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NetworkDestination {
     /// Host name or IP literal.
@@ -71,7 +72,8 @@ pub struct NetworkDestination {
 /// Wire form: `{"mode": "none"}` or `{"mode": "allowlist", "destinations":
 /// [...]}`; any other member is refused, for the unit mode too (decoded
 /// through [`NetworkPolicyWire`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(
     tag = "mode",
     rename_all = "snake_case",
@@ -93,9 +95,10 @@ pub enum NetworkPolicy {
 /// serde accepts unknown members beside the tag of an internally tagged
 /// unit variant even under `deny_unknown_fields`; an empty struct variant
 /// refuses them, so `{"mode": "none", "extra": 1}` is a decode error.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
-#[schemars(rename = "NetworkPolicy")]
+#[cfg_attr(feature = "schema", schemars(rename = "NetworkPolicy"))]
 pub enum NetworkPolicyWire {
     /// Loopback only.
     None {},
@@ -128,7 +131,8 @@ impl NetworkPolicy {
 }
 
 /// Resource limits of a profile. Absent members are unlimited.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
     /// CPU in thousandths of a core.
@@ -146,7 +150,8 @@ pub struct Resources {
 }
 
 /// A package to materialize into the derived image.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PackageSpec {
     /// The package manager.
@@ -158,7 +163,8 @@ pub struct PackageSpec {
 }
 
 /// A sandbox profile: what a Run asks of its sandbox.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxProfile {
     /// Profile id.
@@ -183,7 +189,8 @@ pub struct SandboxProfile {
 
 /// What the Runner asks a provider to allocate (the identity every returned
 /// instance must echo; spec "Identity is cross-checked").
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxProvisionRequest {
     /// The selected adapter's provider id.
@@ -211,14 +218,15 @@ pub struct SandboxProvisionRequest {
     /// Pinned root image.
     pub root_image: ImageReference,
     /// Declared mounts (at most 64).
-    #[schemars(length(max = 64))]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64)))]
     pub mounts: Vec<SandboxMount>,
     /// Hard expiry of the instance.
     pub expires_at: Timestamp,
 }
 
 /// The materialization an instance reports: five of the 21 identity checks.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Materialization {
     /// Must equal `profile.profile_digest`.
@@ -235,7 +243,8 @@ pub struct Materialization {
 }
 
 /// An instance as a provider returns it from provision, activate and resume.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxInstance {
     /// Provider-assigned id, non-empty, at most 128 bytes.
@@ -277,7 +286,8 @@ pub struct SandboxInstance {
 }
 
 /// writeFile: bytes at an admitted path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WriteFileRequest {
     /// The instance.
@@ -289,7 +299,8 @@ pub struct WriteFileRequest {
 }
 
 /// activate: seal staged mounts and make the instance runnable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ActivateRequest {
     /// The instance, in `provisioning`.
@@ -297,7 +308,8 @@ pub struct ActivateRequest {
 }
 
 /// One bounded command (execute).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxCommand {
     /// Program to run (resolved on the sandbox PATH when not absolute).
@@ -305,31 +317,35 @@ pub struct SandboxCommand {
     /// Arguments after the executable: at most 256, each at most 65,536
     /// bytes, no NUL.
     #[serde(default)]
-    #[schemars(
-        length(max = 256),
-        inner(length(max = 65536), regex(pattern = r"^[^\x00]*$"))
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(max = 256),
+            inner(length(max = 65536), regex(pattern = r"^[^\x00]*$"))
+        )
     )]
     pub arguments: Vec<String>,
     /// Absolute working directory.
     pub working_directory: String,
     /// Environment; keys match `^[A-Za-z_][A-Za-z0-9_]*$`.
     #[serde(default)]
-    #[schemars(extend("propertyNames" = {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}))]
+    #[cfg_attr(feature = "schema", schemars(extend("propertyNames" = {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"})))]
     pub environment: BTreeMap<String, String>,
     /// Bytes for standard input, then end of file. Absent: stdin is closed
     /// at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin_base64: Option<Bytes>,
     /// Wall-clock bound in seconds, 1..= the profile's `max_duration_seconds`.
-    #[schemars(range(min = 1))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub timeout_seconds: u32,
     /// Bound on each of stdout and stderr, in bytes, at most 16 MiB.
-    #[schemars(range(max = 16_777_216))]
+    #[cfg_attr(feature = "schema", schemars(range(max = 16_777_216)))]
     pub output_limit_bytes: u64,
 }
 
 /// execute: run one command in an active instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteRequest {
     /// The instance, in `active`.
@@ -339,7 +355,8 @@ pub struct ExecuteRequest {
 }
 
 /// A POSIX signal name in the contract's vocabulary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum SignalName {
     /// Hang-up.
     #[serde(rename = "SIGHUP")]
@@ -452,7 +469,8 @@ impl SignalName {
 /// Wire form: an object with exactly one of `exit_code` (0..=255), `signal`
 /// (a [`SignalName`]) or `timed_out` (`true`). Two causes or none are
 /// refused at decode, naming the field `exit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(try_from = "ExitCauseWire", into = "ExitCauseWire")]
 pub enum ExitCause {
     /// Exited with this status.
@@ -467,9 +485,10 @@ pub enum ExitCause {
 ///
 /// Its JSON Schema states the exactly-one rule (a `null` member counts as
 /// absent, as the decoder treats it).
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(rename = "ExitCause", extend("oneOf" = [
+#[cfg_attr(feature = "schema", schemars(rename = "ExitCause", extend("oneOf" = [
     {
         "required": ["exit_code"],
         "properties": {
@@ -494,7 +513,7 @@ pub enum ExitCause {
             "timed_out": {"const": true}
         }
     }
-]))]
+])))]
 pub struct ExitCauseWire {
     /// Exit status, 0..=255.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -556,7 +575,8 @@ impl From<ExitCause> for ExitCauseWire {
 }
 
 /// execute's settlement.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxCommandResult {
     /// Exactly one exit cause.
@@ -572,7 +592,8 @@ pub struct SandboxCommandResult {
 }
 
 /// readFile: one file under `allowed_root`, physically contained.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReadFileRequest {
     /// The instance, in `active`.
@@ -582,12 +603,13 @@ pub struct ReadFileRequest {
     /// The mount root or output tree the read must stay inside.
     pub allowed_root: String,
     /// Most bytes to return, at most 16 MiB.
-    #[schemars(range(max = 16_777_216))]
+    #[cfg_attr(feature = "schema", schemars(range(max = 16_777_216)))]
     pub maximum_bytes: u64,
 }
 
 /// readFile's result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxFileContent {
     /// The path read (echo of the request).
@@ -597,18 +619,20 @@ pub struct SandboxFileContent {
 }
 
 /// One member of a readFiles request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReadFilesEntry {
     /// Absolute normalized path under the group's `allowed_root`.
     pub path: String,
     /// Most bytes for this file, at most 16 MiB.
-    #[schemars(range(max = 16_777_216))]
+    #[cfg_attr(feature = "schema", schemars(range(max = 16_777_216)))]
     pub maximum_bytes: u64,
 }
 
 /// readFiles: a native batch inside one `allowed_root`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReadFilesRequest {
     /// The instance, in `active`.
@@ -616,15 +640,16 @@ pub struct ReadFilesRequest {
     /// The one root every member must stay inside.
     pub allowed_root: String,
     /// Members, at most 1,024.
-    #[schemars(length(max = 1024))]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
     pub files: Vec<ReadFilesEntry>,
     /// Exactly the checked sum of the members' `maximum_bytes`, at most 128 MiB.
-    #[schemars(range(max = 134_217_728))]
+    #[cfg_attr(feature = "schema", schemars(range(max = 134_217_728)))]
     pub aggregate_maximum_bytes: u64,
 }
 
 /// The closed per-file outcome union of readFiles.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ReadFileOutcome {
     /// The content.
@@ -672,7 +697,8 @@ impl ReadFileOutcome {
 }
 
 /// readFiles' result: one outcome per member, in request order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReadFilesResult {
     /// Outcomes in request order.
@@ -680,7 +706,8 @@ pub struct ReadFilesResult {
 }
 
 /// listDir: regular files under a mount root.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ListDirRequest {
     /// The instance, in `active`.
@@ -688,12 +715,13 @@ pub struct ListDirRequest {
     /// A mount root or the output tree.
     pub root: String,
     /// Most entries, at most 100,000.
-    #[schemars(range(min = 1, max = 100_000))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 100_000)))]
     pub max_entries: u32,
 }
 
 /// One regular file in a listDir listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DirEntry {
     /// Absolute path under the root.
@@ -705,7 +733,8 @@ pub struct DirEntry {
 }
 
 /// listDir's result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ListDirResult {
     /// Regular files, at most `max_entries`.
@@ -713,7 +742,8 @@ pub struct ListDirResult {
 }
 
 /// listProjectDir: complete leaf enumeration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ListProjectDirRequest {
     /// The instance, in `active`.
@@ -721,12 +751,13 @@ pub struct ListProjectDirRequest {
     /// A mount root or the output tree.
     pub root: String,
     /// Most entries, at most 100,000.
-    #[schemars(range(min = 1, max = 100_000))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 100_000)))]
     pub max_entries: u32,
 }
 
 /// The kind of a listProjectDir leaf. Special files are named, never omitted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ProjectEntryKind {
     /// A regular file.
@@ -760,7 +791,8 @@ pub enum ProjectEntryKind {
 /// 5, "sha256": "sha256:..."}`. Decoded through [`ProjectEntryWire`]:
 /// serde's `flatten` of an internally tagged enum under
 /// `deny_unknown_fields` refuses the `kind` tag itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(from = "ProjectEntryWire")]
 pub struct ProjectEntry {
     /// Absolute path under the root.
@@ -772,9 +804,10 @@ pub struct ProjectEntry {
 
 /// The decoding shape of [`ProjectEntry`]: one internally tagged enum whose
 /// variants each carry `path`, so every unknown member is refused.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-#[schemars(rename = "ProjectEntry")]
+#[cfg_attr(feature = "schema", schemars(rename = "ProjectEntry"))]
 pub enum ProjectEntryWire {
     /// A regular file.
     Regular {
@@ -841,7 +874,8 @@ impl From<ProjectEntryWire> for ProjectEntry {
 }
 
 /// listProjectDir's result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ListProjectDirResult {
     /// Every leaf, at most `max_entries`.
@@ -851,7 +885,8 @@ pub struct ListProjectDirResult {
 }
 
 /// snapshot: capture a durable instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotRequest {
     /// The instance, in `active`, durable.
@@ -861,7 +896,8 @@ pub struct SnapshotRequest {
 }
 
 /// A snapshot reference.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSnapshot {
     /// Provider-assigned id, non-empty, at most 128 bytes.
@@ -889,7 +925,8 @@ pub struct SandboxSnapshot {
 }
 
 /// cloneSnapshot: a physical clone into another Session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CloneSnapshotRequest {
     /// The source snapshot.
@@ -899,7 +936,8 @@ pub struct CloneSnapshotRequest {
 }
 
 /// release: end an active instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseRequest {
     /// The instance, in `active`.
@@ -915,7 +953,8 @@ pub struct ReleaseRequest {
 /// Wire form: `{"disposition": "released", "snapshot": {...}}` or
 /// `{"disposition": "destroyed"}`; any other member is refused (decoded
 /// through [`ReleaseDispositionWire`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(
     tag = "disposition",
     rename_all = "snake_case",
@@ -936,9 +975,10 @@ pub enum ReleaseDisposition {
 /// The decoding shape of [`ReleaseDisposition`]: the unit variant as an
 /// empty struct variant so that unknown members beside the tag are refused
 /// (see [`NetworkPolicyWire`]).
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "disposition", rename_all = "snake_case", deny_unknown_fields)]
-#[schemars(rename = "ReleaseDisposition")]
+#[cfg_attr(feature = "schema", schemars(rename = "ReleaseDisposition"))]
 #[allow(clippy::large_enum_variant)] // a wire value settled once per release; boxing would change its public shape
 pub enum ReleaseDispositionWire {
     /// Durable: a settled snapshot.
@@ -962,7 +1002,8 @@ impl From<ReleaseDispositionWire> for ReleaseDisposition {
 }
 
 /// resume: rehydrate a snapshot into a fresh active instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ResumeRequest {
     /// The identity the new instance must echo.
@@ -972,7 +1013,8 @@ pub struct ResumeRequest {
 }
 
 /// destroy: idempotent teardown of one instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DestroyRequest {
     /// The instance (any state; unknown ids settle as success).
@@ -980,7 +1022,8 @@ pub struct DestroyRequest {
 }
 
 /// destroySnapshot: idempotent teardown of one snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DestroySnapshotRequest {
     /// The snapshot (unknown ids settle as success).
@@ -993,7 +1036,8 @@ pub struct DestroySnapshotRequest {
 /// `expires_at` is at or before `now`. A snapshot is swept when its
 /// `expires_at` is at or before `now`, or when it is not pinned and was
 /// created before `orphaned_before`: retention expiry always wins over a pin.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CleanupRequest {
     /// The sweep's clock.
@@ -1002,12 +1046,13 @@ pub struct CleanupRequest {
     pub orphaned_before: Timestamp,
     /// Snapshot ids exempt from the cutoff (not from their expiry), at most 1,024.
     #[serde(default)]
-    #[schemars(length(max = 1024))]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
     pub pinned_snapshots: Vec<String>,
 }
 
 /// cleanup's result: the ids destroyed.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CleanupResult {
     /// Instance ids destroyed.
@@ -1017,7 +1062,8 @@ pub struct CleanupResult {
 }
 
 /// openProcess: a long-lived process with live stdio.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxProcessRequest {
     /// The instance, in `active`.
@@ -1026,22 +1072,26 @@ pub struct SandboxProcessRequest {
     pub executable: String,
     /// Arguments: at most 256, each at most 65,536 bytes, no NUL.
     #[serde(default)]
-    #[schemars(
-        length(max = 256),
-        inner(length(max = 65536), regex(pattern = r"^[^\x00]*$"))
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(max = 256),
+            inner(length(max = 65536), regex(pattern = r"^[^\x00]*$"))
+        )
     )]
     pub arguments: Vec<String>,
     /// Absolute working directory.
     pub working_directory: String,
     /// Environment; keys match `^[A-Za-z_][A-Za-z0-9_]*$`.
     #[serde(default)]
-    #[schemars(extend("propertyNames" = {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}))]
+    #[cfg_attr(feature = "schema", schemars(extend("propertyNames" = {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"})))]
     pub environment: BTreeMap<String, String>,
 }
 
 /// Trusted provider evidence about an opened process, checked against the
 /// instance and the envelope (`open_process_identity`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxProcessEvidence {
     /// Must equal the instance's provider.
@@ -1066,7 +1116,8 @@ pub struct SandboxProcessEvidence {
 ///
 /// Wire form: an object with exactly one of `exit_code` (0..=255) or
 /// `signal`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(try_from = "ProcessExitWire", into = "ProcessExitWire")]
 pub enum ProcessExit {
     /// Exited with this status.
@@ -1079,9 +1130,10 @@ pub enum ProcessExit {
 ///
 /// Its JSON Schema states the exactly-one rule (a `null` member counts as
 /// absent, as the decoder treats it).
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(rename = "ProcessExit", extend("oneOf" = [
+#[cfg_attr(feature = "schema", schemars(rename = "ProcessExit", extend("oneOf" = [
     {
         "required": ["exit_code"],
         "properties": {"exit_code": {"type": "integer"}, "signal": {"type": "null"}}
@@ -1090,7 +1142,7 @@ pub enum ProcessExit {
         "required": ["signal"],
         "properties": {"exit_code": {"type": "null"}, "signal": {"type": "string"}}
     }
-]))]
+])))]
 pub struct ProcessExitWire {
     /// Exit status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1130,7 +1182,8 @@ impl From<ProcessExit> for ProcessExitWire {
 }
 
 /// Control signals openProcess accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ControlSignal {
     /// Interrupt.
     #[serde(rename = "SIGINT")]
@@ -1163,7 +1216,8 @@ impl ControlSignal {
 }
 
 /// One file of a beginActiveWrite batch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ActiveWriteFile {
     /// Absolute normalized path inside one read-write mount.
@@ -1173,7 +1227,8 @@ pub struct ActiveWriteFile {
 }
 
 /// beginActiveWrite: stage and atomically publish a bounded batch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ActiveWriteRequest {
     /// The instance, in `active`.
@@ -1182,12 +1237,13 @@ pub struct ActiveWriteRequest {
     pub transaction_id: String,
     /// The batch: at most 1,024 files, 128 MiB in all, no path an ancestor
     /// of another.
-    #[schemars(length(max = 1024))]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
     pub files: Vec<ActiveWriteFile>,
 }
 
 /// How a beginActiveWrite transaction settled.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ActiveWriteOutcome {
     /// Every file published atomically.

@@ -4,13 +4,11 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::{NetworkMode, RetentionMode, SandboxProviderCapabilities};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A capability token a case requires and a target declares.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Token {
     /// Mounts stage, reads are physically contained.

@@ -5,15 +5,15 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::fixtures::*;
-use crate::bounds::{
+use checkfu_sandbox_contract::bounds::{
     MAX_ARGUMENTS, MAX_ARGUMENT_BYTES, MAX_LIST_ENTRIES, MAX_OUTPUT_LIMIT_BYTES,
     MAX_PINNED_SNAPSHOTS, MAX_READ_FILES_COUNT, MAX_READ_FILE_BYTES, MIB, RESERVED_ROOTS,
 };
-use crate::capabilities::*;
-use crate::error::{FailureReason, SandboxError, SandboxFailure};
-use crate::types::*;
-use crate::wire::WIRE_REVISION;
-use crate::Bytes;
+use checkfu_sandbox_contract::capabilities::*;
+use checkfu_sandbox_contract::error::{FailureReason, SandboxError, SandboxFailure};
+use checkfu_sandbox_contract::types::*;
+use checkfu_sandbox_contract::wire::WIRE_REVISION;
+use checkfu_sandbox_contract::Bytes;
 
 /// The request types with a `validate:<Type>` check.
 pub(crate) const VALIDATED_TYPES: &[&str] = &[
@@ -1288,9 +1288,11 @@ fn instance_identity(v: &mut Vectors) {
         show(&arm),
         &move |i| i.platform = arm,
     );
-    let other_image =
-        crate::digest::ImageReference::parse(&format!("checkfu-fixture@sha256:{}", hex('9')))
-            .unwrap_or_else(|_| unreachable!());
+    let other_image = checkfu_sandbox_contract::digest::ImageReference::parse(&format!(
+        "checkfu-fixture@sha256:{}",
+        hex('9')
+    ))
+    .unwrap_or_else(|_| unreachable!());
     let oi = other_image.clone();
     case(
         "root_image",
