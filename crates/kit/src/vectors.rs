@@ -10,6 +10,7 @@ use checkfu_sandbox_contract::bounds::{
     MAX_PINNED_SNAPSHOTS, MAX_READ_FILES_COUNT, MAX_READ_FILE_BYTES, MIB, RESERVED_ROOTS,
 };
 use checkfu_sandbox_contract::capabilities::*;
+use checkfu_sandbox_contract::envelope::EnvelopeRule;
 use checkfu_sandbox_contract::error::{FailureReason, SandboxError, SandboxFailure};
 use checkfu_sandbox_contract::types::*;
 use checkfu_sandbox_contract::wire::WIRE_REVISION;
