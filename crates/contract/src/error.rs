@@ -423,32 +423,122 @@ impl SandboxError {
 #[serde(deny_unknown_fields)]
 pub struct SandboxFailure {
     /// The causes, first the one that started the failure.
-    pub causes: Vec<SandboxError>,
+    causes: Causes,
+}
+
+/// At least one cause: the first, then the later ones in order. An empty
+/// list cannot be built, and `causes: []` is refused at decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Causes {
+    first: SandboxError,
+    later: Vec<SandboxError>,
+}
+
+impl Serialize for Causes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(1 + self.later.len()))?;
+        seq.serialize_element(&self.first)?;
+        for cause in &self.later {
+            seq.serialize_element(cause)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Causes {
+    /// # Errors
+    /// serde's invalid-length error (`invalid length 0, expected at least
+    /// one cause`) for an empty list; the wire decoder reports it as
+    /// `SandboxProtocolInvalid{field: "causes", actual: "[]"}`.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut all = Vec::<SandboxError>::deserialize(deserializer)?.into_iter();
+        match all.next() {
+            Some(first) => Ok(Causes {
+                first,
+                later: all.collect(),
+            }),
+            None => Err(serde::de::Error::invalid_length(0, &"at least one cause")),
+        }
+    }
+}
+
+/// The schema of a list of causes, as `Vec<SandboxError>` has.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Causes {
+    fn inline_schema() -> bool {
+        <Vec<SandboxError>>::inline_schema()
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        <Vec<SandboxError>>::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        <Vec<SandboxError>>::schema_id()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <Vec<SandboxError>>::json_schema(generator)
+    }
 }
 
 impl SandboxFailure {
-    /// The first cause.
+    /// A failure of `first` followed by `later`, in order.
+    pub fn new(first: SandboxError, later: impl IntoIterator<Item = SandboxError>) -> Self {
+        SandboxFailure {
+            causes: Causes {
+                first,
+                later: later.into_iter().collect(),
+            },
+        }
+    }
+
+    /// The first cause: the one that started the failure.
     pub fn error(&self) -> &SandboxError {
-        // Invariant: constructed only with at least one cause.
-        &self.causes[0]
+        &self.causes.first
+    }
+
+    /// The causes after the first, in order (empty for a single cause).
+    pub fn later(&self) -> &[SandboxError] {
+        &self.causes.later
+    }
+
+    /// Every cause in order, the first first.
+    pub fn causes(&self) -> impl Iterator<Item = &SandboxError> {
+        std::iter::once(&self.causes.first).chain(&self.causes.later)
+    }
+
+    /// How many causes (at least one).
+    pub fn cause_count(&self) -> usize {
+        1 + self.causes.later.len()
+    }
+
+    /// Every cause in order, the first first, by value.
+    pub fn into_causes(self) -> Vec<SandboxError> {
+        let Causes { first, mut later } = self.causes;
+        later.insert(0, first);
+        later
     }
 
     /// This failure followed by `later`.
     pub fn then(mut self, later: impl Into<SandboxFailure>) -> Self {
-        self.causes.extend(later.into().causes);
+        let later = later.into();
+        self.causes.later.push(later.causes.first);
+        self.causes.later.extend(later.causes.later);
         self
     }
 }
 
 impl From<SandboxError> for SandboxFailure {
     fn from(e: SandboxError) -> Self {
-        SandboxFailure { causes: vec![e] }
+        SandboxFailure::new(e, [])
     }
 }
 
 impl fmt::Display for SandboxFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, c) in self.causes.iter().enumerate() {
+        for (i, c) in self.causes().enumerate() {
             if i > 0 {
                 f.write_str("; then ")?;
             }
@@ -497,5 +587,30 @@ mod tests {
         let second = text.find("SandboxOperationFailed").unwrap();
         assert!(first < second, "{text}");
         assert_eq!(f.error().tag(), "SandboxProtocolInvalid");
+        assert_eq!(f.cause_count(), 2);
+        assert_eq!(f.later()[0].tag(), "SandboxOperationFailed");
+        let tags: Vec<&str> = f.causes().map(SandboxError::tag).collect();
+        assert_eq!(tags, ["SandboxProtocolInvalid", "SandboxOperationFailed"]);
+        let wire = serde_json::to_value(&f).unwrap();
+        assert_eq!(wire["causes"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            crate::wire::decode_value::<SandboxFailure>("failure", &wire),
+            Ok(f.clone())
+        );
+        assert_eq!(f.into_causes().len(), 2);
+    }
+
+    #[test]
+    fn empty_causes_are_refused_at_decode_naming_the_field() {
+        let refused = crate::wire::decode::<SandboxFailure>("failure", br#"{"causes": []}"#);
+        assert_eq!(
+            refused,
+            Err(SandboxError::protocol(
+                "decode_failure",
+                "causes",
+                "invalid length 0, expected at least one cause",
+                "[]"
+            ))
+        );
     }
 }
