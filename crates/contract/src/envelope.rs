@@ -15,9 +15,21 @@ use crate::capabilities::{
 use crate::mismatch::Mismatch;
 
 /// The envelope's cross-field rules, each refused at decode by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EnvelopeRule {
     /// `snapshot_clone: true` with `snapshots: false`.
     SnapshotCloneRequiresSnapshots,
@@ -42,19 +54,7 @@ pub enum EnvelopeRule {
 impl EnvelopeRule {
     /// The snake_case wire name.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            EnvelopeRule::SnapshotCloneRequiresSnapshots => "snapshot_clone_requires_snapshots",
-            EnvelopeRule::DurableRequiresSnapshots => "durable_requires_snapshots",
-            EnvelopeRule::ProviderCustodyRequiresSnapshots => "provider_custody_requires_snapshots",
-            EnvelopeRule::AllowlistRequiresEgressCertification => {
-                "allowlist_requires_egress_certification"
-            }
-            EnvelopeRule::ActiveMountWriteRequiresMounts => "active_mount_write_requires_mounts",
-            EnvelopeRule::MaxMountsBound => "max_mounts_bound",
-            EnvelopeRule::NonEmpty => "non_empty",
-            EnvelopeRule::NoDuplicates => "no_duplicates",
-            EnvelopeRule::RevisionNonEmpty => "revision_non_empty",
-        }
+        self.into()
     }
 }
 

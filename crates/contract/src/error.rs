@@ -17,9 +17,23 @@ use crate::capabilities::RetentionMode;
 ///
 /// The spec's list has eleven values; `snapshot_clone` is added because the
 /// spec's capability table refuses a clone with it (DESIGN D4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Requirement {
     /// The isolation tier (`container`, ...).
     Tier,
@@ -50,20 +64,7 @@ pub enum Requirement {
 impl Requirement {
     /// The snake_case wire name.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Requirement::Tier => "tier",
-            Requirement::Platform => "platform",
-            Requirement::BaseImage => "base_image",
-            Requirement::Packages => "packages",
-            Requirement::NetworkPolicy => "network_policy",
-            Requirement::Retention => "retention",
-            Requirement::Snapshots => "snapshots",
-            Requirement::Resources => "resources",
-            Requirement::Mounts => "mounts",
-            Requirement::PhysicallyContainedFileRead => "physically_contained_file_read",
-            Requirement::ActiveMountWrite => "active_mount_write",
-            Requirement::SnapshotClone => "snapshot_clone",
-        }
+        self.into()
     }
 }
 
@@ -74,9 +75,21 @@ impl fmt::Display for Requirement {
 }
 
 /// Closed reasons for `SandboxOperationFailed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FailureReason {
     /// A bound on time was exceeded (a rollback past 30 s, a case deadline).
     TimedOut,
@@ -99,9 +112,21 @@ pub enum FailureReason {
 }
 
 /// Which output stream of a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum OutputStream {
     /// Standard output.
     Stdout,
@@ -109,12 +134,16 @@ pub enum OutputStream {
     Stderr,
 }
 
+impl OutputStream {
+    /// The snake_case wire name.
+    pub fn as_str(&self) -> &'static str {
+        self.into()
+    }
+}
+
 impl fmt::Display for OutputStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            OutputStream::Stdout => "stdout",
-            OutputStream::Stderr => "stderr",
-        })
+        f.write_str(self.as_str())
     }
 }
 
@@ -139,7 +168,17 @@ pub struct UnmetAdapter {
 /// (`instance_identity`, `snapshot_identity`, `clone_identity`,
 /// `open_process_identity`), a decode name (`decode_<type>`), or a member
 /// name with a `_rollback` / `_destroy` suffix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    thiserror::Error,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "_tag", deny_unknown_fields)]
 pub enum SandboxError {
@@ -184,7 +223,7 @@ pub enum SandboxError {
         actual: String,
     },
     /// The operation was attempted and failed.
-    #[error("operation failed: {operation}: {}{}{}", reason_str(*reason), suffix(message), field_suffix(field, expected, actual))]
+    #[error("operation failed: {operation}: {}{}{}", reason.as_str(), suffix(message), field_suffix(field, expected, actual))]
     SandboxOperationFailed {
         /// The failed operation (may end in `_rollback` or `_destroy`).
         operation: String,
@@ -279,20 +318,6 @@ fn field_suffix(
     }
 }
 
-fn reason_str(r: FailureReason) -> &'static str {
-    match r {
-        FailureReason::TimedOut => "timed_out",
-        FailureReason::OutsideRoot => "outside_root",
-        FailureReason::NotFound => "not_found",
-        FailureReason::NotRegularFile => "not_regular_file",
-        FailureReason::InvalidRequest => "invalid_request",
-        FailureReason::PathNotAdmitted => "path_not_admitted",
-        FailureReason::ReadOnly => "read_only",
-        FailureReason::ProviderError => "provider_error",
-        FailureReason::Interrupted => "interrupted",
-    }
-}
-
 fn unmet_list(adapters: &[UnmetAdapter]) -> String {
     if adapters.is_empty() {
         return "no adapters registered".into();
@@ -310,26 +335,14 @@ fn unmet_list(adapters: &[UnmetAdapter]) -> String {
 impl FailureReason {
     /// The snake_case wire name.
     pub fn as_str(&self) -> &'static str {
-        reason_str(*self)
+        self.into()
     }
 }
 
 impl SandboxError {
     /// The wire `_tag` of this error.
     pub fn tag(&self) -> &'static str {
-        match self {
-            SandboxError::SandboxCapabilityUnavailable { .. } => "SandboxCapabilityUnavailable",
-            SandboxError::SandboxFileTooLarge { .. } => "SandboxFileTooLarge",
-            SandboxError::SandboxInstanceNotFound { .. } => "SandboxInstanceNotFound",
-            SandboxError::SandboxLifecycleConflict { .. } => "SandboxLifecycleConflict",
-            SandboxError::SandboxOperationFailed { .. } => "SandboxOperationFailed",
-            SandboxError::SandboxOutputLimitExceeded { .. } => "SandboxOutputLimitExceeded",
-            SandboxError::SandboxSnapshotForbidden { .. } => "SandboxSnapshotForbidden",
-            SandboxError::SandboxSnapshotNotFound { .. } => "SandboxSnapshotNotFound",
-            SandboxError::SandboxAdapterUnavailable { .. } => "SandboxAdapterUnavailable",
-            SandboxError::SandboxAdapterAmbiguous { .. } => "SandboxAdapterAmbiguous",
-            SandboxError::SandboxProtocolInvalid { .. } => "SandboxProtocolInvalid",
-        }
+        self.into()
     }
 
     /// True for the three tags only the runtime may author.

@@ -10,9 +10,12 @@ use super::token::Token;
 pub const SUITE_REVISION: &str = "checkfu.sandbox.conformance/v1";
 
 /// How one case ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumIter,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     /// Every assertion held and nothing leaked.
     Passed,
@@ -27,12 +30,7 @@ pub enum Outcome {
 impl Outcome {
     /// The snake_case name.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Outcome::Passed => "passed",
-            Outcome::Failed => "failed",
-            Outcome::Skipped => "skipped",
-            Outcome::TimedOut => "timed_out",
-        }
+        self.into()
     }
 }
 

@@ -56,8 +56,20 @@ pub struct ExecuteRequest {
 }
 
 /// A POSIX signal name in the contract's vocabulary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[strum(serialize_all = "UPPERCASE")]
 pub enum SignalName {
     /// Hang-up.
     #[serde(rename = "SIGHUP")]
@@ -112,32 +124,14 @@ pub enum SignalName {
     Sigxfsz,
     /// Another signal.
     #[serde(rename = "SIGOTHER")]
+    #[strum(serialize = "SIGOTHER")]
     Other,
 }
 
 impl SignalName {
     /// The name as on the wire (`SIGKILL`).
     pub fn as_str(&self) -> &'static str {
-        match self {
-            SignalName::Sighup => "SIGHUP",
-            SignalName::Sigint => "SIGINT",
-            SignalName::Sigquit => "SIGQUIT",
-            SignalName::Sigabrt => "SIGABRT",
-            SignalName::Sigkill => "SIGKILL",
-            SignalName::Sigsegv => "SIGSEGV",
-            SignalName::Sigpipe => "SIGPIPE",
-            SignalName::Sigalrm => "SIGALRM",
-            SignalName::Sigterm => "SIGTERM",
-            SignalName::Sigusr1 => "SIGUSR1",
-            SignalName::Sigusr2 => "SIGUSR2",
-            SignalName::Sigbus => "SIGBUS",
-            SignalName::Sigfpe => "SIGFPE",
-            SignalName::Sigill => "SIGILL",
-            SignalName::Sigtrap => "SIGTRAP",
-            SignalName::Sigxcpu => "SIGXCPU",
-            SignalName::Sigxfsz => "SIGXFSZ",
-            SignalName::Other => "SIGOTHER",
-        }
+        self.into()
     }
 
     /// The Linux signal number's name, from a raw number.

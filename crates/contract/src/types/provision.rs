@@ -9,9 +9,21 @@ use crate::digest::{Digest, ImageReference};
 use crate::timestamp::Timestamp;
 
 /// An instance's lifecycle state (spec "Lifecycle and states").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum InstanceState {
     /// Allocated; mounts and the output tree accept writes.
     Provisioning,
@@ -22,10 +34,7 @@ pub enum InstanceState {
 impl InstanceState {
     /// The snake_case wire name.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            InstanceState::Provisioning => "provisioning",
-            InstanceState::Active => "active",
-        }
+        self.into()
     }
 }
 
