@@ -299,8 +299,8 @@ fn refused(error: SandboxError) -> Outcome {
 }
 
 fn first(
-    mismatches: Vec<checkfu_sandbox_contract::identity::Mismatch>,
-    to_error: impl FnOnce(checkfu_sandbox_contract::identity::Mismatch) -> SandboxError,
+    mismatches: Vec<checkfu_sandbox_contract::Mismatch>,
+    to_error: impl FnOnce(checkfu_sandbox_contract::Mismatch) -> SandboxError,
 ) -> Outcome {
     match mismatches.into_iter().next() {
         None => Outcome::Accepted,
