@@ -43,7 +43,7 @@ pub fn op_failed(step: &str, failure: SandboxFailure) -> CaseFailure {
     CaseFailure {
         step: step.to_owned(),
         message: failure.to_string(),
-        errors: failure.causes,
+        errors: failure.into_causes(),
     }
 }
 

@@ -81,8 +81,7 @@ pub fn one_line(s: &str) -> String {
 /// Every cause of `failure`, in order, joined by `; then `.
 pub fn render_failure(failure: &SandboxFailure) -> String {
     failure
-        .causes
-        .iter()
+        .causes()
         .map(render_error)
         .collect::<Vec<_>>()
         .join("; then ")

@@ -2,7 +2,6 @@
 //! XML, and a human table.
 
 use crate::{SandboxError, SandboxProviderCapabilities};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::token::Token;
@@ -11,8 +10,12 @@ use super::token::Token;
 pub const SUITE_REVISION: &str = "checkfu.sandbox.conformance/v1";
 
 /// How one case ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumIter,
+)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     /// Every assertion held and nothing leaked.
     Passed,
@@ -27,17 +30,13 @@ pub enum Outcome {
 impl Outcome {
     /// The snake_case name.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Outcome::Passed => "passed",
-            Outcome::Failed => "failed",
-            Outcome::Skipped => "skipped",
-            Outcome::TimedOut => "timed_out",
-        }
+        self.into()
     }
 }
 
 /// Why a case failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CaseFailure {
     /// The step that failed, e.g. `read back the output file`.
@@ -50,7 +49,8 @@ pub struct CaseFailure {
 }
 
 /// One case's record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CaseRecord {
     /// Case id.
@@ -70,7 +70,8 @@ pub struct CaseRecord {
 }
 
 /// Counts per outcome.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Summary {
     /// Cases passed.
@@ -84,7 +85,8 @@ pub struct Summary {
 }
 
 /// A whole run's evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Evidence {
     /// [`SUITE_REVISION`].

@@ -4,14 +4,27 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::{NetworkMode, RetentionMode, SandboxProviderCapabilities};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A capability token a case requires and a target declares.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+    strum::EnumString,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Token {
     /// Mounts stage, reads are physically contained.
     Filesystem,
@@ -43,20 +56,12 @@ impl Token {
 
     /// The kebab-case name.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Token::Filesystem => "filesystem",
-            Token::Process => "process",
-            Token::Snapshot => "snapshot",
-            Token::NetworkAllowlist => "network-allowlist",
-            Token::NetworkNone => "network-none",
-            Token::Zdr => "zdr",
-            Token::Cleanup => "cleanup",
-        }
+        self.into()
     }
 
     /// Parses a kebab-case name.
     pub fn parse(name: &str) -> Option<Token> {
-        Token::ALL.into_iter().find(|t| t.as_str() == name)
+        name.parse().ok()
     }
 
     /// Whether `envelope` can back this token: what the token's cases need

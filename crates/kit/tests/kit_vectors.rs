@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use checkfu_sandbox_contract::kit;
 use checkfu_sandbox_contract::wire::WIRE_REVISION;
+use checkfu_sandbox_kit as kit;
 
 fn kit_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../author-kit")

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use checkfu_sandbox_contract::kit;
+use checkfu_sandbox_kit as kit;
 
 #[test]
 fn checked_in_author_kit_matches_the_generator() {
@@ -15,7 +15,7 @@ fn checked_in_author_kit_matches_the_generator() {
         let lines: Vec<String> = drift.iter().map(|d| format!("  {d}")).collect();
         panic!(
             "author-kit/ drifted from the generator ({} files):\n{}\n\
-             regenerate with `CHECKFU_REGENERATE=1 cargo test -p checkfu-sandbox-contract --test kit_drift` \
+             regenerate with `CHECKFU_REGENERATE=1 cargo test -p checkfu-sandbox-kit --test kit_drift` \
              (or `checkfu sandbox schema --out author-kit`) and review the diff",
             drift.len(),
             lines.join("\n")
@@ -53,18 +53,18 @@ fn write_refuses_a_non_empty_directory_that_is_not_a_kit_and_keeps_foreign_files
     let precious = dir.path().join("precious").join("thesis.tex");
     std::fs::create_dir_all(precious.parent().unwrap()).unwrap();
     std::fs::write(&precious, "x").unwrap();
-    let err = checkfu_sandbox_contract::kit::write(dir.path()).unwrap_err();
+    let err = checkfu_sandbox_kit::write(dir.path()).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
     assert!(precious.exists());
 
     // Into an empty directory it writes; a foreign file added later is kept
     // by a rewrite, and a stale kit file is removed.
     let kit = tempfile::tempdir().unwrap();
-    checkfu_sandbox_contract::kit::write(kit.path()).unwrap();
+    checkfu_sandbox_kit::write(kit.path()).unwrap();
     std::fs::write(kit.path().join("notes.md"), "mine").unwrap();
     std::fs::write(kit.path().join("vectors/valid/stale.json"), "{}").unwrap();
-    checkfu_sandbox_contract::kit::write(kit.path()).unwrap();
+    checkfu_sandbox_kit::write(kit.path()).unwrap();
     assert!(kit.path().join("notes.md").exists());
     assert!(!kit.path().join("vectors/valid/stale.json").exists());
-    checkfu_sandbox_contract::kit::check(kit.path()).unwrap();
+    checkfu_sandbox_kit::check(kit.path()).unwrap();
 }

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::capabilities::*;
-use crate::digest::{Digest, ImageReference};
-use crate::types::*;
-use crate::{Bytes, Timestamp};
+use checkfu_sandbox_contract::capabilities::*;
+use checkfu_sandbox_contract::digest::{Digest, ImageReference};
+use checkfu_sandbox_contract::types::*;
+use checkfu_sandbox_contract::{Bytes, Timestamp};
 
 pub(crate) fn hex(c: char) -> String {
     std::iter::repeat_n(c, 64).collect()
@@ -184,7 +184,7 @@ pub(crate) fn instance(state: InstanceState) -> SandboxInstance {
         platform: r.platform,
         root_image: r.root_image.clone(),
         mounts: r.mounts.clone(),
-        output_path: crate::bounds::OUTPUT_PATH.into(),
+        output_path: checkfu_sandbox_contract::bounds::OUTPUT_PATH.into(),
         expires_at: r.expires_at,
         materialization: Materialization {
             profile_digest: r.profile.profile_digest.clone(),

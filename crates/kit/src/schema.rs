@@ -5,16 +5,16 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use crate::capabilities::SandboxProviderCapabilities;
-use crate::conformance::evidence::Evidence;
-use crate::error::{SandboxError, SandboxFailure};
-use crate::types::*;
-use crate::wire::{check_capabilities, decode_value, WIRE_REVISION};
+use checkfu_sandbox_contract::capabilities::SandboxProviderCapabilities;
+use checkfu_sandbox_contract::conformance::evidence::Evidence;
+use checkfu_sandbox_contract::error::{SandboxError, SandboxFailure};
+use checkfu_sandbox_contract::types::*;
+use checkfu_sandbox_contract::wire::{check_capabilities, decode_value, WIRE_REVISION};
 
 /// The `$id` prefix of every schema in the kit; the path names the revision.
 pub(crate) const ID_BASE: &str = "https://checkfu.invalid/sandbox/v1/schema/";
 
-type Decoder = fn(&Value) -> Result<(), crate::SandboxError>;
+type Decoder = fn(&Value) -> Result<(), checkfu_sandbox_contract::SandboxError>;
 
 struct Boundary {
     name: &'static str,
@@ -44,7 +44,7 @@ macro_rules! boundaries {
 /// The name a boundary type decodes under (the operation is
 /// `decode_<name>`): its Rust name in snake_case without a leading
 /// `Sandbox` (`SandboxCommandResult` → `command_result`), except the
-/// envelope, which decodes as `capabilities` ([`crate::wire::decode_capabilities`]).
+/// envelope, which decodes as `capabilities` ([`checkfu_sandbox_contract::wire::decode_capabilities`]).
 pub fn wire_type_name(type_name: &str) -> String {
     if type_name == "SandboxProviderCapabilities" {
         return "capabilities".into();
@@ -171,7 +171,7 @@ fn vector_schema() -> Value {
             .iter()
             .map(|n| format!("decode:{n}"))
             .collect();
-        for n in crate::kit::vectors::VALIDATED_TYPES {
+        for n in crate::vectors::VALIDATED_TYPES {
             alternatives.push(format!("validate:{n}"));
         }
         alternatives.extend(

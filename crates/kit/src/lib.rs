@@ -49,10 +49,12 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::error::SandboxError;
-use crate::identity::{check_clone, check_instance, check_process_evidence, check_snapshot};
-use crate::validate;
-use crate::wire::{check_capabilities, decode_value, WIRE_REVISION};
+use checkfu_sandbox_contract::error::SandboxError;
+use checkfu_sandbox_contract::identity::{
+    check_clone, check_instance, check_process_evidence, check_snapshot,
+};
+use checkfu_sandbox_contract::validate;
+use checkfu_sandbox_contract::wire::{check_capabilities, decode_value, WIRE_REVISION};
 
 pub use schema::{boundary_type_names, schema_for, wire_type_name};
 
@@ -297,8 +299,8 @@ fn refused(error: SandboxError) -> Outcome {
 }
 
 fn first(
-    mismatches: Vec<crate::identity::Mismatch>,
-    to_error: impl FnOnce(crate::identity::Mismatch) -> SandboxError,
+    mismatches: Vec<checkfu_sandbox_contract::Mismatch>,
+    to_error: impl FnOnce(checkfu_sandbox_contract::Mismatch) -> SandboxError,
 ) -> Outcome {
     match mismatches.into_iter().next() {
         None => Outcome::Accepted,
@@ -338,8 +340,8 @@ pub fn evaluate(vector: &Value) -> Result<Outcome, VectorError> {
         .as_str()
         .ok_or_else(|| VectorError("check is not a string".into()))?;
     let input = member(vector, "input")?;
-    use crate::capabilities::SandboxProviderCapabilities as Caps;
-    use crate::types::*;
+    use checkfu_sandbox_contract::capabilities::SandboxProviderCapabilities as Caps;
+    use checkfu_sandbox_contract::types::*;
     if let Some(type_name) = check.strip_prefix("decode:") {
         let decode = schema::decoder(type_name)
             .ok_or_else(|| VectorError(format!("unknown type {type_name:?}")))?;
@@ -452,7 +454,12 @@ pub fn evaluate(vector: &Value) -> Result<Outcome, VectorError> {
         }
         "snapshot_identity" => {
             let source = part!(input, "source", SandboxInstance, "instance");
-            let expires = part!(input, "requested_expires_at", crate::Timestamp, "timestamp");
+            let expires = part!(
+                input,
+                "requested_expires_at",
+                checkfu_sandbox_contract::Timestamp,
+                "timestamp"
+            );
             let returned = part!(input, "returned", SandboxSnapshot, "snapshot");
             first(check_snapshot(&source, &expires, &returned), |m| {
                 m.into_error("snapshot_identity")
