@@ -21,6 +21,7 @@ pub mod error;
 pub mod identity;
 pub mod kit;
 pub mod provider;
+pub mod sweep;
 pub mod timestamp;
 pub mod types;
 pub mod validate;
@@ -35,5 +36,6 @@ pub use error::{
 };
 pub use identity::Mismatch;
 pub use provider::*;
+pub use sweep::{CleanupInventory, SweepCandidate};
 pub use timestamp::{Timestamp, TimestampError};
 pub use types::*;
