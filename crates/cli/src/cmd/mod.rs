@@ -17,6 +17,7 @@ pub mod fixture;
 pub mod out;
 pub mod run;
 pub mod run_events;
+pub mod run_flags;
 pub mod schema;
 pub mod test;
 
