@@ -22,6 +22,7 @@ pub mod error;
 pub mod identity;
 pub mod mismatch;
 pub mod provider;
+pub mod sweep;
 pub mod timestamp;
 pub mod types;
 pub mod validate;
@@ -37,5 +38,6 @@ pub use error::{
 };
 pub use mismatch::Mismatch;
 pub use provider::*;
+pub use sweep::{CleanupInventory, SweepCandidate};
 pub use timestamp::{Timestamp, TimestampError};
 pub use types::*;

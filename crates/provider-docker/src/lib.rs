@@ -24,6 +24,7 @@ pub mod busybox;
 pub mod contained;
 pub mod daemon;
 pub mod fixture;
+mod members;
 mod process;
 pub mod provider;
 pub mod store;

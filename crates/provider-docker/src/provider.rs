@@ -1816,23 +1816,8 @@ impl SandboxProvider for DockerProvider {
         const OP: &str = op::CLEANUP;
         let inner = &self.inner;
         let inv = inner.inventory().await?;
-        let mut result = CleanupResult::default();
-        // Unknown times (a record lost or unreadable) count as orphaned.
-        for (id, t) in &inv.instances {
-            let orphaned = t.created_at.is_none_or(|c| c < request.orphaned_before);
-            let expired = t.expires_at.is_none_or(|e| e <= request.now);
-            if orphaned || expired {
-                result.instances.push(id.clone());
-            }
-        }
-        for (id, t) in &inv.snapshots {
-            let pinned = request.pinned_snapshots.iter().any(|p| p == id);
-            let orphaned = t.created_at.is_none_or(|c| c < request.orphaned_before);
-            let expired = t.expires_at.is_none_or(|e| e <= request.now);
-            if expired || (!pinned && orphaned) {
-                result.snapshots.push(id.clone());
-            }
-        }
+        // The contract's rule; unknown times count as orphaned and expired.
+        let result = request.would_sweep(&crate::members::candidates(&inv));
         // Instances first (a container may be built from a snapshot's
         // image), then snapshots. Within a phase a few run at once; every
         // object is attempted, and the first failure is reported after.
@@ -1883,6 +1868,14 @@ impl SandboxProvider for DockerProvider {
     }
 
     fn open_process(&self) -> Option<&dyn OpenProcessMember> {
+        Some(self)
+    }
+
+    fn resolve_image(&self) -> Option<&dyn ResolveImageMember> {
+        Some(self)
+    }
+
+    fn cleanup_inventory(&self) -> Option<&dyn CleanupInventoryMember> {
         Some(self)
     }
 }

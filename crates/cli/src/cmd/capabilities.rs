@@ -9,7 +9,10 @@ use checkfu_sandbox_contract::{SandboxFailure, SandboxProviderCapabilities};
 use checkfu_sandbox_runtime::SandboxRuntime;
 use serde_json::{json, Value};
 
-use super::backend::Backend;
+use std::sync::Arc;
+
+use checkfu_sandbox_contract::SandboxProvider;
+
 use super::fail::Failure;
 use super::ProviderArg;
 
@@ -36,15 +39,18 @@ pub struct CapabilitiesArgs {
     pub json: bool,
 }
 
-/// The envelope of `backend` as the runtime accepted it, decoded from its
-/// wire form.
+/// The envelope of `provider` as the runtime accepted it, decoded from
+/// its wire form.
 ///
 /// # Errors
 /// The decode error or the runtime's refusal of the envelope.
-pub fn decoded_envelope(backend: &Backend) -> Result<SandboxProviderCapabilities, SandboxFailure> {
+pub fn decoded_envelope(
+    provider: Arc<dyn SandboxProvider>,
+) -> Result<SandboxProviderCapabilities, SandboxFailure> {
     let mut runtime = SandboxRuntime::default();
-    runtime.register(backend.provider());
-    let adapter = runtime.adapter(backend.id())?;
+    let id = provider.provider_id().to_owned();
+    runtime.register(provider);
+    let adapter = runtime.adapter(&id)?;
     Ok(decode_capabilities(&encode(adapter.envelope()))?)
 }
 
@@ -108,15 +114,16 @@ pub fn run(args: CapabilitiesArgs) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async move {
-        let backend = match Backend::open(args.provider).await {
-            Ok(b) => b,
+        let provider = match super::backend::open(args.provider).await {
+            Ok(p) => p,
             Err(f) => return f.report(),
         };
-        let envelope = match decoded_envelope(&backend) {
+        let id = provider.provider_id().to_owned();
+        let envelope = match decoded_envelope(provider) {
             Ok(e) => e,
             Err(f) => return Failure::sandbox(&f).report(),
         };
-        let text = render(&backend, &envelope, args.json);
+        let text = render(&id, &envelope, args.json);
         match super::out::print(&text) {
             Ok(()) => ExitCode::SUCCESS,
             Err(gone) => gone.exit(),
@@ -125,7 +132,7 @@ pub fn run(args: CapabilitiesArgs) -> ExitCode {
 }
 
 /// What the command prints: the JSON document, or the table.
-fn render(backend: &Backend, envelope: &SandboxProviderCapabilities, json: bool) -> String {
+fn render(provider_id: &str, envelope: &SandboxProviderCapabilities, json: bool) -> String {
     use std::fmt::Write as _;
     let tokens = tokens(envelope);
     let mut s = String::new();
@@ -138,7 +145,7 @@ fn render(backend: &Backend, envelope: &SandboxProviderCapabilities, json: bool)
             })
             .collect();
         let doc = json!({
-            "provider": backend.id(),
+            "provider": provider_id,
             "capabilities": envelope,
             "tokens": tokens,
         });
@@ -150,7 +157,7 @@ fn render(backend: &Backend, envelope: &SandboxProviderCapabilities, json: bool)
     } else {
         let rows = table_rows(envelope);
         let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-        let _ = writeln!(s, "provider  {}\n", backend.id());
+        let _ = writeln!(s, "provider  {provider_id}\n");
         for (k, v) in rows {
             let _ = writeln!(s, "{k:<width$}  {v}");
         }

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use checkfu_sandbox_contract::{SandboxError, SandboxFailure};
+use checkfu_sandbox_session::SessionError;
 
 /// Exit status of a usage error.
 pub const EXIT_USAGE: u8 = 2;
@@ -61,6 +62,20 @@ impl Failure {
 impl From<SandboxFailure> for Failure {
     fn from(f: SandboxFailure) -> Self {
         Failure::sandbox(&f)
+    }
+}
+
+impl From<SessionError> for Failure {
+    /// A session's failure: 125 with its closed tags (and the input it
+    /// names), or its host-side line. A cancellation is not reported
+    /// through here (the signal decides the status).
+    fn from(e: SessionError) -> Self {
+        match e {
+            SessionError::Sandbox(f) => Failure::sandbox(&f),
+            SessionError::Input { input, failure } => Failure::input(&input, &failure),
+            SessionError::Host(line) => Failure::checkfu(line),
+            SessionError::Cancelled => Failure::checkfu("cancelled"),
+        }
     }
 }
 

@@ -15,8 +15,9 @@ pub mod fail;
 pub mod faults;
 pub mod fixture;
 pub mod out;
-pub mod outputs;
 pub mod run;
+pub mod run_events;
+pub mod run_flags;
 pub mod schema;
 pub mod test;
 

@@ -26,7 +26,7 @@ use checkfu_sandbox_runtime::Adapter;
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
-use super::fail::Failure;
+use crate::SessionError as Failure;
 
 /// Most entries the output copy lists.
 pub const OUTPUT_LIST_ENTRIES: u32 = MAX_LIST_ENTRIES;
@@ -60,7 +60,7 @@ pub struct CopyReport {
 /// most one group's bytes (128 MiB) are held at once.
 ///
 /// # Errors
-/// The runtime's errors (exit 125), a relative path that is not a plain
+/// The runtime's errors, a relative path that is not a plain
 /// sequence of names, a file that changed between listing and reading, or
 /// an unusable host folder. A host write that fails for one file is
 /// reported in [`CopyReport::unwritten`] and the copy goes on.
@@ -89,7 +89,7 @@ pub async fn copy_outputs(
         let dir = dir.to_path_buf();
         tokio::task::spawn_blocking(move || open_root(&dir))
             .await
-            .map_err(|e| Failure::checkfu(format!("output copy task failed: {e}")))??
+            .map_err(|e| Failure::Host(format!("output copy task failed: {e}")))??
     };
     let root = Arc::new(root);
     let sizes: Vec<u64> = wanted.iter().map(|(_, e)| e.size_bytes).collect();
@@ -123,7 +123,7 @@ pub async fn copy_outputs(
             (copied, unwritten)
         })
         .await
-        .map_err(|e| Failure::checkfu(format!("output copy task failed: {e}")))?;
+        .map_err(|e| Failure::Host(format!("output copy task failed: {e}")))?;
         report.copied += copied;
         report.unwritten.extend(unwritten);
     }
@@ -133,14 +133,17 @@ pub async fn copy_outputs(
 /// Creates `dir` when missing and opens it as the root of every write.
 fn open_root(dir: &Path) -> Result<OwnedFd, Failure> {
     std::fs::create_dir_all(dir).map_err(|e| {
-        Failure::checkfu(format!("--outputs {}: cannot create: {e}", dir.display()))
+        Failure::Host(format!(
+            "output folder {}: cannot create: {e}",
+            dir.display()
+        ))
     })?;
     rustix::fs::open(
         dir,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| Failure::checkfu(format!("--outputs {}: cannot open: {e}", dir.display())))
+    .map_err(|e| Failure::Host(format!("output folder {}: cannot open: {e}", dir.display())))
 }
 
 /// The bytes of `outcome`, checked against the listing's digest.
