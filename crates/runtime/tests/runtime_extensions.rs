@@ -131,7 +131,7 @@ fn answering(image: Option<&str>, inventory: Option<CleanupInventory>) -> Adapte
 const HEX: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 fn protocol_field(f: &SandboxFailure) -> (String, String) {
-    match &f.causes[..] {
+    match &f.causes().collect::<Vec<_>>()[..] {
         [SandboxError::SandboxProtocolInvalid {
             operation, field, ..
         }] => (operation.clone(), field.clone()),
@@ -176,7 +176,7 @@ async fn without_the_member_an_image_is_unavailable() {
     let f = adapter.resolve_image("demo:1").await.unwrap_err();
     assert!(
         matches!(
-            &f.causes[..],
+            &f.causes().collect::<Vec<_>>()[..],
             [SandboxError::SandboxCapabilityUnavailable {
                 requirement: Requirement::BaseImage,
                 ..
