@@ -643,7 +643,7 @@ async fn positive_control(ctx: &Ctx, listener: &crate::target::Listener) -> Step
         .target
         .control_probe(listener)
         .await
-        .map_err(|m| fail("positive control", m))?;
+        .map_err(|m| fail("positive control", m.to_string()))?;
     ensure(got == listener.token.as_bytes(), "positive control", || {
         format!(
             "expected the listener's token from the control vantage point, actual {:?}",
@@ -855,7 +855,7 @@ async fn zdr_release(ctx: &Ctx) -> Step<()> {
         .target
         .live_objects()
         .await
-        .map_err(|m| fail("no state after release", m))?;
+        .map_err(|m| fail("no state after release", m.to_string()))?;
     ensure(
         !live.instances.contains(id),
         "no state after release",
@@ -890,7 +890,7 @@ async fn orphan_reclaim(ctx: &Ctx) -> Step<()> {
         .target
         .live_objects()
         .await
-        .map_err(|m| fail("rollback left nothing", m))?;
+        .map_err(|m| fail("rollback left nothing", m.to_string()))?;
     ensure(
         !live.instances.contains(&probe.instance_id),
         "rollback left nothing",
@@ -927,7 +927,7 @@ async fn orphan_reclaim(ctx: &Ctx) -> Step<()> {
         .target
         .live_objects()
         .await
-        .map_err(|m| fail("expired instance gone", m))?;
+        .map_err(|m| fail("expired instance gone", m.to_string()))?;
     ensure(
         !live.instances.contains(&short.instance_id) && live.instances.contains(&long.instance_id),
         "expired instance gone",
@@ -974,7 +974,7 @@ async fn pause_pinning(ctx: &Ctx) -> Step<()> {
         .target
         .live_objects()
         .await
-        .map_err(|m| fail("pin survives", m))?;
+        .map_err(|m| fail("pin survives", m.to_string()))?;
     ensure(
         live.snapshots.contains(&pinned.snapshot_id),
         "pin survives",
@@ -1000,7 +1000,7 @@ async fn pause_pinning(ctx: &Ctx) -> Step<()> {
         .target
         .live_objects()
         .await
-        .map_err(|m| fail("expiry beats the pin", m))?;
+        .map_err(|m| fail("expiry beats the pin", m.to_string()))?;
     ensure(
         !live.snapshots.contains(&pinned.snapshot_id),
         "expiry beats the pin",

@@ -196,7 +196,7 @@ impl Ctx {
             .target
             .start_listener()
             .await
-            .map_err(|m| fail(name, m))?;
+            .map_err(|m| fail(name, m.to_string()))?;
         lock(&self.listeners).push(l.clone());
         Ok(l)
     }

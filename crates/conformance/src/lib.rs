@@ -17,9 +17,8 @@ pub mod faults;
 pub mod git;
 pub mod suite;
 pub mod target;
-pub mod targets;
 
 pub use evidence::{CaseFailure, CaseRecord, Evidence, Outcome, Summary, SUITE_REVISION};
 pub use suite::{run_suite, Progress, SuiteError, SuiteOptions};
-pub use target::{ConformanceTarget, Listener, LiveObjects};
+pub use target::{ConformanceTarget, Listener, LiveObjects, TargetError};
 pub use token::{case, missing, CaseInfo, Token, CASES};

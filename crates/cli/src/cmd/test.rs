@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use checkfu_sandbox_conformance::evidence::detail;
-use checkfu_sandbox_conformance::targets::memory::MemoryTarget;
 use checkfu_sandbox_conformance::{run_suite, ConformanceTarget, Progress, SuiteOptions};
+use checkfu_sandbox_memory::conformance::MemoryTarget;
 use checkfu_sandbox_memory::Fault;
 
 use super::ProviderArg;

@@ -7,10 +7,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use checkfu_sandbox_conformance::faults::CAUGHT_BY;
-use checkfu_sandbox_conformance::targets::memory::MemoryTarget;
 use checkfu_sandbox_conformance::*;
-use checkfu_sandbox_contract::{Clock, ImageReference, Platform, SandboxProvider, Tier};
+use checkfu_sandbox_contract::{
+    Clock, ImageReference, Platform, RetentionMode, SandboxProvider, SnapshotRequest, Tier,
+};
+use checkfu_sandbox_memory::conformance::MemoryTarget;
 use checkfu_sandbox_memory::Fault;
+
+mod common;
 
 fn quiet(_: Progress<'_>) {}
 
@@ -140,17 +144,20 @@ impl ConformanceTarget for Declaring {
     fn tier_platform(&self) -> (Tier, Platform) {
         self.inner.tier_platform()
     }
-    async fn start_listener(&self) -> Result<Listener, String> {
+    async fn start_listener(&self) -> Result<Listener, TargetError> {
         self.inner.start_listener().await
     }
-    async fn control_probe(&self, l: &Listener) -> Result<Vec<u8>, String> {
+    async fn control_probe(&self, l: &Listener) -> Result<Vec<u8>, TargetError> {
         self.inner.control_probe(l).await
     }
     async fn stop_listener(&self, l: &Listener) {
         self.inner.stop_listener(l).await
     }
-    async fn live_objects(&self) -> Result<LiveObjects, String> {
+    async fn live_objects(&self) -> Result<LiveObjects, TargetError> {
         self.inner.live_objects().await
+    }
+    async fn close(&self) -> Result<(), TargetError> {
+        self.inner.close().await
     }
 }
 
@@ -210,4 +217,44 @@ async fn selected_cases_only() {
         matches!(err, SuiteError::UnknownCase(ref id, _) if id == "no-such-case"),
         "{err}"
     );
+}
+
+/// `close` destroys what a suite left behind (here: an instance and a
+/// snapshot made outside any case, and a listener) and a second `close` is
+/// a no-op.
+#[tokio::test]
+async fn close_removes_everything_and_is_idempotent() {
+    let target = MemoryTarget::new();
+    let live = |t: &MemoryTarget| (t.memory().live_instances(), t.memory().live_snapshots());
+    let listener = target.start_listener().await.unwrap();
+    assert_eq!(
+        target.control_probe(&listener).await.unwrap(),
+        listener.token.as_bytes()
+    );
+    let mut request = common::request(RetentionMode::Durable);
+    request.root_image = target.root_image();
+    let instance = common::active_with(target.memory(), &request, &[]).await;
+    target
+        .memory()
+        .snapshot(SnapshotRequest {
+            instance_id: instance.clone(),
+            expires_at: common::ts("2030-01-01T12:00:00.000Z"),
+        })
+        .await
+        .unwrap();
+    let before = live(&target);
+    assert_eq!(before.0, vec![instance]);
+    assert_eq!(before.1.len(), 1);
+
+    target.close().await.unwrap();
+    assert_eq!(live(&target), (Vec::new(), Vec::new()));
+    assert_eq!(
+        target.control_probe(&listener).await,
+        Err(TargetError::NotListening {
+            host: listener.host.clone(),
+            port: listener.port,
+        })
+    );
+    target.close().await.unwrap();
+    assert_eq!(live(&target), (Vec::new(), Vec::new()));
 }
