@@ -10,7 +10,7 @@ use checkfu_sandbox_contract::{
     ProcessExit, ProjectEntryKind, ReadFileOutcome, ReadFilesEntry, ReleaseDisposition,
     RetentionMode, SandboxError, SandboxMount, SandboxProcessRequest,
 };
-use checkfu_sandbox_runtime::staging::{sha256_digest, stage_git};
+use checkfu_sandbox_runtime::staging::{sha256_digest, stage_git, GitMode};
 use futures_util::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::context::{cmd, cmd_stdin, ensure, fail, fresh_token, op_failed, step, Ctx, Step};
@@ -461,13 +461,18 @@ async fn open_process_round_trip(ctx: &Ctx, id: &str) -> Step<()> {
 }
 
 async fn stage_git_project(ctx: &Ctx) -> Step<()> {
-    let dir = tempfile::tempdir().map_err(|e| fail("create a Git repository", e.to_string()))?;
+    let dir = crate::scratch::ScratchDir::new("git-project")
+        .map_err(|e| fail("create a Git repository", e.to_string()))?;
     let content = format!("fn main() {{ /* {} */ }}\n", fresh_token("git")).into_bytes();
     let commit = crate::git::commit_files(
         dir.path(),
-        &[("src/main.rs", &content), ("README", b"project\n")],
+        &[
+            ("src/main.rs", &content),
+            ("README", b"project\n"),
+            ("run.sh", b"#!/bin/sh\nexit 0\n"),
+        ],
     )
-    .map_err(|e| fail("create a Git repository", e))?;
+    .map_err(|e| fail("create a Git repository", e.to_string()))?;
     let profile = ctx.profile(RetentionMode::EphemeralZdr, NetworkPolicy::None);
     let req = ctx.request(
         "session-git",
@@ -491,11 +496,15 @@ async fn stage_git_project(ctx: &Ctx) -> Step<()> {
     )
     .await?;
     let main = staged.iter().find(|f| f.path == "/project/src/main.rs");
+    let script = staged.iter().find(|f| f.path == "/project/run.sh");
     ensure(
-        main.is_some_and(|f| f.sha256 == sha256_digest(&content)) && staged.len() == 2,
+        main.is_some_and(|f| {
+            f.sha256 == sha256_digest(&content) && f.git_mode == Some(GitMode::Regular)
+        }) && script.is_some_and(|f| f.git_mode == Some(GitMode::Executable))
+            && staged.len() == 3,
         "stage the commit's tree",
         || {
-            format!("expected /project/src/main.rs and /project/README with the blob's digest, actual {staged:?}")
+            format!("expected /project/src/main.rs (100644, the blob's digest), /project/README and /project/run.sh (100755), actual {staged:?}")
         },
     )?;
     step("activate", ctx.adapter.activate(id)).await?;

@@ -15,6 +15,7 @@ pub use checkfu_sandbox_contract::conformance::{evidence, token};
 pub mod context;
 pub mod faults;
 pub mod git;
+pub mod scratch;
 pub mod suite;
 pub mod target;
 

@@ -17,6 +17,7 @@ pub mod adapter;
 pub mod admission;
 mod checks;
 pub mod drivers;
+pub mod git;
 mod handoff;
 pub mod probe;
 pub mod process;
