@@ -44,7 +44,7 @@ async fn honest_oracle_passes_all_nine_and_leaves_nothing() {
     let back: Evidence = serde_json::from_value(json).unwrap();
     assert_eq!(back, evidence);
 
-    let xml = evidence.junit_xml();
+    let xml = junit_xml(&evidence).unwrap();
     assert_eq!(xml.matches("<testcase ").count(), 9);
     assert!(!xml.contains("<failure"));
     assert!(evidence
@@ -190,7 +190,7 @@ async fn missing_tokens_are_recorded_skips_never_passes() {
         pinning.missing_tokens,
         vec![Token::Snapshot, Token::Cleanup]
     );
-    let xml = evidence.junit_xml();
+    let xml = junit_xml(&evidence).unwrap();
     assert_eq!(xml.matches("<skipped ").count(), 6);
     assert!(xml.contains("missing tokens: snapshot, cleanup"));
 }
@@ -257,4 +257,46 @@ async fn close_removes_everything_and_is_idempotent() {
     );
     target.close().await.unwrap();
     assert_eq!(live(&target), (Vec::new(), Vec::new()));
+}
+
+/// A failing case whose detail carries terminal output (ANSI escape codes,
+/// a bell, a NUL) still gives a JUnit report a standard XML 1.0 parser
+/// accepts, with the failure's text intact minus the escapes.
+#[tokio::test]
+async fn junit_with_ansi_escapes_in_a_failure_parses_as_xml() {
+    let fault = Fault::from_name("seal-ignored").unwrap();
+    let target = Arc::new(MemoryTarget::with_faults(vec![fault]));
+    let options = SuiteOptions {
+        cases: vec!["stage-seal-execute".into(), "checkpoint-clone".into()],
+        ..SuiteOptions::default()
+    };
+    let mut evidence = run_suite(target, &options, &quiet).await.unwrap();
+    let failed = evidence
+        .cases
+        .iter_mut()
+        .find(|c| c.outcome == Outcome::Failed)
+        .expect("the fault fails a case");
+    let failure = failed.failure.as_mut().unwrap();
+    failure.message = "\u{1b}[31mred\u{1b}[0m stderr\u{7}\u{0} <&> \"quoted\"".into();
+    let xml = junit_xml(&evidence).unwrap();
+
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed XML 1.0");
+    let cases: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    assert_eq!(cases.len(), 2);
+    let failure = doc
+        .descendants()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("a failure element");
+    let message = failure.attribute("message").unwrap();
+    assert!(
+        message.ends_with("red stderr <&> \"quoted\""),
+        "{message:?}"
+    );
+    assert!(!xml.contains("&#x1b;") && !xml.contains('\u{1b}'), "{xml}");
+    let suites = doc.root_element();
+    assert_eq!(suites.attribute("tests"), Some("2"));
+    assert_eq!(suites.attribute("failures"), Some("1"));
 }
