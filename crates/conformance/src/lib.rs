@@ -24,4 +24,4 @@ pub use evidence::{CaseFailure, CaseRecord, Evidence, Outcome, Summary, SUITE_RE
 pub use junit::junit_xml;
 pub use suite::{run_suite, Progress, SuiteError, SuiteOptions};
 pub use target::{ConformanceTarget, Listener, LiveObjects, TargetError};
-pub use token::{case, missing, CaseInfo, Token, CASES};
+pub use token::{case, missing, CaseInfo, Token, UnbackedToken, CASES};
