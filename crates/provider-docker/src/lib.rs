@@ -21,6 +21,8 @@
 //!   the egress conformance cases.
 
 pub mod busybox;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod contained;
 pub mod daemon;
 pub mod fixture;

@@ -18,6 +18,7 @@ pub mod admission;
 mod checks;
 pub mod drivers;
 mod extensions;
+pub mod git;
 mod handoff;
 pub mod probe;
 pub mod process;

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use checkfu_sandbox_conformance::token::UnbackedToken;
 use checkfu_sandbox_conformance::Token;
 use checkfu_sandbox_contract::wire::{decode_capabilities, encode};
 use checkfu_sandbox_contract::{SandboxFailure, SandboxProviderCapabilities};
@@ -55,7 +56,7 @@ pub fn decoded_envelope(
 }
 
 /// Each token with whether `envelope` backs it and, if not, what it needs.
-pub fn tokens(envelope: &SandboxProviderCapabilities) -> Vec<(Token, Result<(), String>)> {
+pub fn tokens(envelope: &SandboxProviderCapabilities) -> Vec<(Token, Result<(), UnbackedToken>)> {
     Token::ALL
         .into_iter()
         .map(|t| (t, t.backed_by(envelope)))
@@ -141,7 +142,7 @@ fn render(provider_id: &str, envelope: &SandboxProviderCapabilities, json: bool)
             .iter()
             .map(|(t, backed)| match backed {
                 Ok(()) => json!({"token": t.as_str(), "backed": true}),
-                Err(needs) => json!({"token": t.as_str(), "backed": false, "needs": needs}),
+                Err(e) => json!({"token": t.as_str(), "backed": false, "needs": e.needs}),
             })
             .collect();
         let doc = json!({
@@ -170,7 +171,7 @@ fn render(provider_id: &str, envelope: &SandboxProviderCapabilities, json: bool)
         for (t, backed) in tokens {
             let _ = match backed {
                 Ok(()) => writeln!(s, "  {:<width$}  backed", t.as_str()),
-                Err(needs) => writeln!(s, "  {:<width$}  not backed: needs {needs}", t.as_str()),
+                Err(e) => writeln!(s, "  {:<width$}  not backed: needs {}", t.as_str(), e.needs),
             };
         }
     }

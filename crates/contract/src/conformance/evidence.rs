@@ -1,5 +1,5 @@
-//! Conformance evidence: a JSON document (schema in the author kit), JUnit
-//! XML, and a human table.
+//! Conformance evidence: a JSON document (schema in the author kit) and a
+//! human table (the suite crate writes JUnit XML from it).
 
 use crate::{SandboxError, SandboxProviderCapabilities};
 use serde::{Deserialize, Serialize};
@@ -122,81 +122,6 @@ impl Evidence {
         self.summary.failed == 0 && self.summary.timed_out == 0
     }
 
-    /// JUnit XML: one testsuite, one testcase per case; skips and failures
-    /// carry their reasons.
-    pub fn junit_xml(&self) -> String {
-        let mut s = String::new();
-        let total = self.cases.len();
-        let seconds: f64 = self
-            .cases
-            .iter()
-            .map(|c| c.duration_ms as f64 / 1000.0)
-            .sum();
-        s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-        s.push_str(&format!(
-            "<testsuites name=\"checkfu-sandbox-conformance\" tests=\"{total}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{seconds:.3}\">\n",
-            self.summary.failed, self.summary.timed_out, self.summary.skipped
-        ));
-        s.push_str(&format!(
-            "  <testsuite name=\"{}\" tests=\"{total}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{seconds:.3}\" timestamp=\"{}\">\n",
-            xml(&format!("{} ({})", self.target, self.provider)),
-            self.summary.failed,
-            self.summary.timed_out,
-            self.summary.skipped,
-            xml(&self.started_at)
-        ));
-        s.push_str(&format!(
-            "    <properties><property name=\"suite_revision\" value=\"{}\"/><property name=\"provider_revision\" value=\"{}\"/><property name=\"declared_tokens\" value=\"{}\"/></properties>\n",
-            xml(&self.suite_revision),
-            xml(&self.provider_revision),
-            xml(&self.declared_tokens.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(","))
-        ));
-        for c in &self.cases {
-            s.push_str(&format!(
-                "    <testcase classname=\"conformance.{}\" name=\"{}\" time=\"{:.3}\"",
-                xml(&self.target),
-                xml(&c.id),
-                c.duration_ms as f64 / 1000.0
-            ));
-            match c.outcome {
-                Outcome::Passed => s.push_str("/>\n"),
-                Outcome::Skipped => {
-                    let missing: Vec<&str> = c.missing_tokens.iter().map(|t| t.as_str()).collect();
-                    s.push_str(&format!(
-                        ">\n      <skipped message=\"missing tokens: {}\"/>\n    </testcase>\n",
-                        xml(&missing.join(", "))
-                    ));
-                }
-                Outcome::Failed | Outcome::TimedOut => {
-                    let tag = if c.outcome == Outcome::Failed {
-                        "failure"
-                    } else {
-                        "error"
-                    };
-                    let (msg, body) = match &c.failure {
-                        Some(f) => (
-                            format!("{}: {}", f.step, f.message),
-                            f.errors
-                                .iter()
-                                .map(|e| serde_json::to_string(e).unwrap_or_default())
-                                .collect::<Vec<_>>()
-                                .join("\n"),
-                        ),
-                        None => (c.outcome.as_str().to_owned(), String::new()),
-                    };
-                    s.push_str(&format!(
-                        ">\n      <{tag} message=\"{}\" type=\"{}\">{}</{tag}>\n    </testcase>\n",
-                        xml(&msg),
-                        c.outcome.as_str(),
-                        xml(&body)
-                    ));
-                }
-            }
-        }
-        s.push_str("  </testsuite>\n</testsuites>\n");
-        s
-    }
-
     /// A plain-text table, one row per case, then the summary line
     /// `N passed, N failed, N skipped` (timed-out cases count as failed in
     /// that line and are named in their rows).
@@ -237,22 +162,4 @@ pub fn detail(c: &CaseRecord) -> String {
             None => c.outcome.as_str().to_owned(),
         },
     }
-}
-
-fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {
-                out.push_str(&format!("&#x{:x};", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }

@@ -66,8 +66,18 @@ impl Token {
 
     /// Whether `envelope` can back this token: what the token's cases need
     /// the envelope to claim.
-    pub fn backed_by(&self, envelope: &SandboxProviderCapabilities) -> Result<(), String> {
-        let need = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_owned()) };
+    ///
+    /// # Errors
+    /// [`UnbackedToken`] naming the token and the claims it lacks.
+    pub fn backed_by(&self, envelope: &SandboxProviderCapabilities) -> Result<(), UnbackedToken> {
+        let token = *self;
+        let need = |ok: bool, needs: &'static str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(UnbackedToken { token, needs })
+            }
+        };
         match self {
             Token::Filesystem => need(
                 envelope.max_mounts >= 2 && envelope.physically_contained_file_read,
@@ -98,6 +108,17 @@ impl Token {
             Token::Cleanup => need(true, ""),
         }
     }
+}
+
+/// A token the envelope cannot back: the envelope lacks what the token's
+/// cases need it to claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("token {token} is not backed by the envelope: it needs {needs}")]
+pub struct UnbackedToken {
+    /// The token.
+    pub token: Token,
+    /// What the envelope must claim, e.g. `network_modes containing none`.
+    pub needs: &'static str,
 }
 
 impl fmt::Display for Token {

@@ -7,10 +7,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use checkfu_sandbox_conformance::faults::CAUGHT_BY;
-use checkfu_sandbox_conformance::targets::memory::MemoryTarget;
 use checkfu_sandbox_conformance::*;
-use checkfu_sandbox_contract::{Clock, ImageReference, Platform, SandboxProvider, Tier};
+use checkfu_sandbox_contract::{
+    Clock, ImageReference, Platform, RetentionMode, SandboxProvider, SnapshotRequest, Tier,
+};
+use checkfu_sandbox_memory::conformance::MemoryTarget;
 use checkfu_sandbox_memory::Fault;
+
+mod common;
 
 fn quiet(_: Progress<'_>) {}
 
@@ -40,7 +44,7 @@ async fn honest_oracle_passes_all_nine_and_leaves_nothing() {
     let back: Evidence = serde_json::from_value(json).unwrap();
     assert_eq!(back, evidence);
 
-    let xml = evidence.junit_xml();
+    let xml = junit_xml(&evidence).unwrap();
     assert_eq!(xml.matches("<testcase ").count(), 9);
     assert!(!xml.contains("<failure"));
     assert!(evidence
@@ -140,17 +144,20 @@ impl ConformanceTarget for Declaring {
     fn tier_platform(&self) -> (Tier, Platform) {
         self.inner.tier_platform()
     }
-    async fn start_listener(&self) -> Result<Listener, String> {
+    async fn start_listener(&self) -> Result<Listener, TargetError> {
         self.inner.start_listener().await
     }
-    async fn control_probe(&self, l: &Listener) -> Result<Vec<u8>, String> {
+    async fn control_probe(&self, l: &Listener) -> Result<Vec<u8>, TargetError> {
         self.inner.control_probe(l).await
     }
     async fn stop_listener(&self, l: &Listener) {
         self.inner.stop_listener(l).await
     }
-    async fn live_objects(&self) -> Result<LiveObjects, String> {
+    async fn live_objects(&self) -> Result<LiveObjects, TargetError> {
         self.inner.live_objects().await
+    }
+    async fn close(&self) -> Result<(), TargetError> {
+        self.inner.close().await
     }
 }
 
@@ -183,7 +190,7 @@ async fn missing_tokens_are_recorded_skips_never_passes() {
         pinning.missing_tokens,
         vec![Token::Snapshot, Token::Cleanup]
     );
-    let xml = evidence.junit_xml();
+    let xml = junit_xml(&evidence).unwrap();
     assert_eq!(xml.matches("<skipped ").count(), 6);
     assert!(xml.contains("missing tokens: snapshot, cleanup"));
 }
@@ -210,4 +217,86 @@ async fn selected_cases_only() {
         matches!(err, SuiteError::UnknownCase(ref id, _) if id == "no-such-case"),
         "{err}"
     );
+}
+
+/// `close` destroys what a suite left behind (here: an instance and a
+/// snapshot made outside any case, and a listener) and a second `close` is
+/// a no-op.
+#[tokio::test]
+async fn close_removes_everything_and_is_idempotent() {
+    let target = MemoryTarget::new();
+    let live = |t: &MemoryTarget| (t.memory().live_instances(), t.memory().live_snapshots());
+    let listener = target.start_listener().await.unwrap();
+    assert_eq!(
+        target.control_probe(&listener).await.unwrap(),
+        listener.token.as_bytes()
+    );
+    let mut request = common::request(RetentionMode::Durable);
+    request.root_image = target.root_image();
+    let instance = common::active_with(target.memory(), &request, &[]).await;
+    target
+        .memory()
+        .snapshot(SnapshotRequest {
+            instance_id: instance.clone(),
+            expires_at: common::ts("2030-01-01T12:00:00.000Z"),
+        })
+        .await
+        .unwrap();
+    let before = live(&target);
+    assert_eq!(before.0, vec![instance]);
+    assert_eq!(before.1.len(), 1);
+
+    target.close().await.unwrap();
+    assert_eq!(live(&target), (Vec::new(), Vec::new()));
+    assert_eq!(
+        target.control_probe(&listener).await,
+        Err(TargetError::NotListening {
+            host: listener.host.clone(),
+            port: listener.port,
+        })
+    );
+    target.close().await.unwrap();
+    assert_eq!(live(&target), (Vec::new(), Vec::new()));
+}
+
+/// A failing case whose detail carries terminal output (ANSI escape codes,
+/// a bell, a NUL) still gives a JUnit report a standard XML 1.0 parser
+/// accepts, with the failure's text intact minus the escapes.
+#[tokio::test]
+async fn junit_with_ansi_escapes_in_a_failure_parses_as_xml() {
+    let fault = Fault::from_name("seal-ignored").unwrap();
+    let target = Arc::new(MemoryTarget::with_faults(vec![fault]));
+    let options = SuiteOptions {
+        cases: vec!["stage-seal-execute".into(), "checkpoint-clone".into()],
+        ..SuiteOptions::default()
+    };
+    let mut evidence = run_suite(target, &options, &quiet).await.unwrap();
+    let failed = evidence
+        .cases
+        .iter_mut()
+        .find(|c| c.outcome == Outcome::Failed)
+        .expect("the fault fails a case");
+    let failure = failed.failure.as_mut().unwrap();
+    failure.message = "\u{1b}[31mred\u{1b}[0m stderr\u{7}\u{0} <&> \"quoted\"".into();
+    let xml = junit_xml(&evidence).unwrap();
+
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed XML 1.0");
+    let cases: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    assert_eq!(cases.len(), 2);
+    let failure = doc
+        .descendants()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("a failure element");
+    let message = failure.attribute("message").unwrap();
+    assert!(
+        message.ends_with("red stderr <&> \"quoted\""),
+        "{message:?}"
+    );
+    assert!(!xml.contains("&#x1b;") && !xml.contains('\u{1b}'), "{xml}");
+    let suites = doc.root_element();
+    assert_eq!(suites.attribute("tests"), Some("2"));
+    assert_eq!(suites.attribute("failures"), Some("1"));
 }

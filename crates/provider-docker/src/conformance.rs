@@ -12,6 +12,8 @@
 //! (labelled with its scope), and the positive control dials it from
 //! another short-lived container on that network. Sandbox instances run
 //! with network mode `none`.
+//!
+//! Compiled with the feature `conformance`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -20,25 +22,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bollard::query_parameters::{ListImagesOptionsBuilder, ListNetworksOptionsBuilder};
+use checkfu_sandbox_conformance::context::fresh_token;
+use checkfu_sandbox_conformance::{ConformanceTarget, Listener, LiveObjects, TargetError, Token};
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_docker::bollard::query_parameters::{
-    ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
-};
-use checkfu_sandbox_docker::provider::{
-    host_platform, LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE, PROVIDER_ID,
-};
-use checkfu_sandbox_docker::{daemon, fixture, testnet, DockerConfig, DockerProvider};
 
-use crate::context::fresh_token;
-use crate::target::{ConformanceTarget, Listener, LiveObjects};
-use crate::token::Token;
+use crate::provider::{host_platform, LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE, PROVIDER_ID};
+use crate::{daemon, fixture, testnet, DockerConfig, DockerProvider};
 
 /// The port every listener container listens on (each has its own address).
 pub const LISTENER_PORT: u16 = 7000;
 /// `checkfu.sandbox.kind` of the target's own listener and dialer containers.
 pub const KIND_TEST_SUPPORT: &str = "conformance-support";
 
-/// Sweep rounds [`DockerTarget::close`] makes until nothing of the scope is
+/// Sweep rounds [`DockerTarget::close_scope`] makes until nothing of the scope is
 /// left (a daemon call dropped mid-flight may still create an object after
 /// the first round listed the scope).
 pub const CLOSE_ROUNDS: u32 = 3;
@@ -73,23 +70,29 @@ impl DockerTarget {
     /// temporary state directory and a private network.
     ///
     /// # Errors
-    /// A message when the daemon, the fixture or the network is unusable.
+    /// [`TargetError::Platform`] when the daemon, the fixture or the
+    /// network is unusable.
     pub async fn new(
         busybox: &Path,
         progress: &mut (dyn FnMut(&str) + Send),
-    ) -> Result<DockerTarget, String> {
+    ) -> Result<DockerTarget, TargetError> {
         let docker = daemon::connect()
             .await
-            .map_err(|e| format!("docker daemon: {}", chain(&e)))?;
+            .map_err(|e| TargetError::platform("docker daemon", chain(&e)))?;
         docker
             .ping()
             .await
-            .map_err(|e| format!("docker daemon ping: {}", chain(&e)))?;
+            .map_err(|e| TargetError::platform("docker daemon ping", chain(&e)))?;
         let pinned = fixture::ensure_fixture(&docker, busybox, progress)
             .await
-            .map_err(|e| format!("fixture image from {}: {}", busybox.display(), chain(&e)))?;
+            .map_err(|e| {
+                TargetError::platform(
+                    format!("fixture image from {}", busybox.display()),
+                    chain(&e),
+                )
+            })?;
         let root_image = ImageReference::parse(&pinned)
-            .map_err(|e| format!("fixture reference {pinned}: {e}"))?;
+            .map_err(|e| TargetError::platform(format!("fixture reference {pinned}"), e))?;
         let fixture_id = format!("sha256:{}", root_image.digest().hex());
         let scope = format!(
             "conf-{}-{}",
@@ -99,7 +102,7 @@ impl DockerTarget {
         let state_dir = tempfile::Builder::new()
             .prefix(&format!("checkfu-{scope}-"))
             .tempdir()
-            .map_err(|e| format!("state directory: {}", chain(&e)))?;
+            .map_err(|e| TargetError::platform("state directory", chain(&e)))?;
         let provider = DockerProvider::with_docker(
             docker.clone(),
             DockerConfig {
@@ -108,7 +111,7 @@ impl DockerTarget {
                 clock: Arc::new(SystemClock),
             },
         )
-        .map_err(|e| format!("provider: {}", chain(&e)))?;
+        .map_err(|e| TargetError::platform("provider", chain(&e)))?;
         let network = format!("checkfu-{scope}");
         // The target exists before its network does: if this future is
         // dropped while the network is being created, or creation fails,
@@ -126,7 +129,7 @@ impl DockerTarget {
         };
         testnet::create_network(&docker, &target.network, &target.support_labels())
             .await
-            .map_err(|e| format!("network {}: {}", target.network, chain(&e)))?;
+            .map_err(|e| TargetError::platform(format!("network {}", target.network), chain(&e)))?;
         Ok(target)
     }
 
@@ -153,7 +156,7 @@ impl DockerTarget {
         ])
     }
 
-    /// The target's state directory (removed by [`DockerTarget::close`]).
+    /// The target's state directory (removed by [`DockerTarget::close_scope`]).
     pub fn state_dir(&self) -> &Path {
         &self.state_path
     }
@@ -175,8 +178,9 @@ impl DockerTarget {
     /// one failed.
     ///
     /// # Errors
-    /// A message naming everything that could not be removed.
-    pub async fn close(&self) -> Result<(), String> {
+    /// [`TargetError::Leftovers`] naming everything that could not be
+    /// removed.
+    pub async fn close_scope(&self) -> Result<(), TargetError> {
         self.closed.store(true, Ordering::SeqCst);
         if let Ok(mut map) = self.listeners.lock() {
             map.clear();
@@ -223,7 +227,7 @@ impl DockerTarget {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(problems.join("; "))
+            Err(TargetError::Leftovers(problems))
         }
     }
 }
@@ -301,10 +305,7 @@ async fn sweep(provider: &DockerProvider, scope: &str, network: &str) -> Vec<Str
 }
 
 /// Ids of every image (intermediate ones too) labelled with `scope`.
-async fn scope_images(
-    docker: &checkfu_sandbox_docker::Docker,
-    scope: &str,
-) -> Result<Vec<String>, String> {
+async fn scope_images(docker: &crate::Docker, scope: &str) -> Result<Vec<String>, String> {
     let filters = HashMap::from([("label".to_owned(), vec![format!("{LABEL_SCOPE}={scope}")])]);
     let opts = ListImagesOptionsBuilder::new()
         .all(true)
@@ -318,10 +319,7 @@ async fn scope_images(
 }
 
 /// Names of every network labelled with `scope`.
-async fn scope_networks(
-    docker: &checkfu_sandbox_docker::Docker,
-    scope: &str,
-) -> Result<Vec<String>, String> {
+async fn scope_networks(docker: &crate::Docker, scope: &str) -> Result<Vec<String>, String> {
     let filters = HashMap::from([("label".to_owned(), vec![format!("{LABEL_SCOPE}={scope}")])]);
     let opts = ListNetworksOptionsBuilder::new().filters(&filters).build();
     docker
@@ -365,7 +363,7 @@ async fn leftovers(
     let named = docker
         .inspect_network(
             network,
-            None::<checkfu_sandbox_docker::bollard::query_parameters::InspectNetworkOptions>,
+            None::<bollard::query_parameters::InspectNetworkOptions>,
         )
         .await;
     match named {
@@ -438,7 +436,7 @@ impl ConformanceTarget for DockerTarget {
         (Tier::Container, host_platform())
     }
 
-    async fn start_listener(&self) -> Result<Listener, String> {
+    async fn start_listener(&self) -> Result<Listener, TargetError> {
         let token = fresh_token("docker-listener");
         let l = testnet::start_listener(
             self.provider.docker(),
@@ -449,7 +447,7 @@ impl ConformanceTarget for DockerTarget {
             &token,
         )
         .await
-        .map_err(|e| format!("listener: {e}"))?;
+        .map_err(|e| TargetError::platform("listener", e))?;
         if let Ok(mut map) = self.listeners.lock() {
             map.insert((l.ip.clone(), l.port), l.container_id);
         }
@@ -460,7 +458,7 @@ impl ConformanceTarget for DockerTarget {
         })
     }
 
-    async fn control_probe(&self, listener: &Listener) -> Result<Vec<u8>, String> {
+    async fn control_probe(&self, listener: &Listener) -> Result<Vec<u8>, TargetError> {
         testnet::dial(
             self.provider.docker(),
             &self.fixture_id,
@@ -470,7 +468,12 @@ impl ConformanceTarget for DockerTarget {
             listener.port,
         )
         .await
-        .map_err(|e| format!("control dial of {}:{}: {e}", listener.host, listener.port))
+        .map_err(|e| {
+            TargetError::platform(
+                format!("control dial of {}:{}", listener.host, listener.port),
+                e,
+            )
+        })
     }
 
     async fn stop_listener(&self, listener: &Listener) {
@@ -484,11 +487,20 @@ impl ConformanceTarget for DockerTarget {
         }
     }
 
-    async fn live_objects(&self) -> Result<LiveObjects, String> {
-        let inv = self.provider.inventory().await.map_err(|e| e.to_string())?;
+    async fn live_objects(&self) -> Result<LiveObjects, TargetError> {
+        let inv = self
+            .provider
+            .inventory()
+            .await
+            .map_err(|e| TargetError::platform("inventory", e))?;
         Ok(LiveObjects {
             instances: inv.instances.into_keys().collect(),
             snapshots: inv.snapshots.into_keys().collect(),
         })
+    }
+
+    /// The scope teardown: [`DockerTarget::close_scope`].
+    async fn close(&self) -> Result<(), TargetError> {
+        self.close_scope().await
     }
 }

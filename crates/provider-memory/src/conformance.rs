@@ -1,20 +1,24 @@
 //! The memory oracle as a conformance target: every token, a manual clock,
-//! simulated listeners, and optional injected faults.
+//! simulated listeners, and optional injected faults (feature
+//! `conformance`).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use checkfu_sandbox_conformance::context::fresh_token;
+use checkfu_sandbox_conformance::{ConformanceTarget, Listener, LiveObjects, TargetError, Token};
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_memory::{Fault, MemoryProvider};
 
-use crate::context::fresh_token;
-use crate::target::{ConformanceTarget, Listener, LiveObjects};
-use crate::token::Token;
+use crate::{Fault, MemoryProvider};
 
 /// The instant the memory target's manual clock starts at.
 pub const MEMORY_EPOCH: &str = "2030-01-01T00:00:00.000Z";
+
+/// The port of the first listener a memory target starts; each next one
+/// takes the next port.
+const FIRST_PORT: u16 = 7000;
 
 /// The memory oracle under test.
 pub struct MemoryTarget {
@@ -40,7 +44,7 @@ impl MemoryTarget {
         MemoryTarget {
             provider,
             clock,
-            next_port: AtomicU16::new(7000),
+            next_port: AtomicU16::new(FIRST_PORT),
         }
     }
 
@@ -93,7 +97,7 @@ impl ConformanceTarget for MemoryTarget {
         )
     }
 
-    async fn start_listener(&self) -> Result<Listener, String> {
+    async fn start_listener(&self) -> Result<Listener, TargetError> {
         let port = self.next_port.fetch_add(1, Ordering::SeqCst);
         let listener = Listener {
             host: format!("listener-{port}.test"),
@@ -108,21 +112,62 @@ impl ConformanceTarget for MemoryTarget {
         Ok(listener)
     }
 
-    async fn control_probe(&self, listener: &Listener) -> Result<Vec<u8>, String> {
+    async fn control_probe(&self, listener: &Listener) -> Result<Vec<u8>, TargetError> {
         self.provider
             .dial(&listener.host, listener.port)
-            .ok_or_else(|| format!("nothing listens at {}:{}", listener.host, listener.port))
+            .ok_or_else(|| TargetError::NotListening {
+                host: listener.host.clone(),
+                port: listener.port,
+            })
     }
 
     async fn stop_listener(&self, listener: &Listener) {
         self.provider.remove_listener(&listener.host, listener.port);
     }
 
-    async fn live_objects(&self) -> Result<LiveObjects, String> {
+    async fn live_objects(&self) -> Result<LiveObjects, TargetError> {
         Ok(LiveObjects {
             instances: self.provider.live_instances().into_iter().collect(),
             snapshots: self.provider.live_snapshots().into_iter().collect(),
         })
+    }
+
+    /// Destroys every instance and snapshot the oracle still holds and
+    /// removes every listener the target started.
+    async fn close(&self) -> Result<(), TargetError> {
+        let mut left = Vec::new();
+        for id in self.provider.live_snapshots() {
+            let r = self
+                .provider
+                .destroy_snapshot(DestroySnapshotRequest {
+                    snapshot_id: id.clone(),
+                })
+                .await;
+            if let Err(e) = r {
+                left.push(format!("snapshot {id}: {e}"));
+            }
+        }
+        for id in self.provider.live_instances() {
+            let r = self
+                .provider
+                .destroy(DestroyRequest {
+                    instance_id: id.clone(),
+                })
+                .await;
+            if let Err(e) = r {
+                left.push(format!("instance {id}: {e}"));
+            }
+        }
+        let last = self.next_port.load(Ordering::SeqCst);
+        for port in FIRST_PORT..last {
+            self.provider
+                .remove_listener(&format!("listener-{port}.test"), port);
+        }
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(TargetError::Leftovers(left))
+        }
     }
 }
 

@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use checkfu_sandbox_conformance::targets::docker::DockerTarget;
 use checkfu_sandbox_conformance::*;
+use checkfu_sandbox_docker::conformance::DockerTarget;
 use checkfu_sandbox_docker::provider::LABEL_SCOPE;
 use checkfu_sandbox_docker::{daemon, fixture};
 
