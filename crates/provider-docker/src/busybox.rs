@@ -5,7 +5,16 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::fixture::FixtureError;
+/// No usable busybox at the given path, and fetching the package failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot use busybox at {path:?}: {reason}")]
+pub struct BusyboxError {
+    /// Path given.
+    pub path: PathBuf,
+    /// What the fetch tried, with the command that installs the package by
+    /// hand.
+    pub reason: String,
+}
 
 /// The Debian package that ships a static busybox.
 pub const BUSYBOX_PACKAGE: &str = "busybox-static";
@@ -51,12 +60,12 @@ async fn run(program: &str, args: &[&str], dir: &Path) -> Result<(), String> {
 /// [`cache_dir`] (reported through `progress`).
 ///
 /// # Errors
-/// [`FixtureError::Busybox`] naming `preferred` and what the fetch tried,
+/// [`BusyboxError`] naming `preferred` and what the fetch tried,
 /// with the command that installs the package by hand.
 pub async fn locate_busybox(
     preferred: &Path,
     progress: &mut (dyn FnMut(&str) + Send),
-) -> Result<PathBuf, FixtureError> {
+) -> Result<PathBuf, BusyboxError> {
     if preferred.exists() {
         return Ok(preferred.to_path_buf());
     }
@@ -65,7 +74,7 @@ pub async fn locate_busybox(
     if unpacked.exists() {
         return Ok(unpacked);
     }
-    let fail = |reason: String| FixtureError::Busybox {
+    let fail = |reason: String| BusyboxError {
         path: preferred.to_path_buf(),
         reason: format!(
             "{reason}; install it with `apt-get install {BUSYBOX_PACKAGE}` or pass its path"

@@ -48,6 +48,7 @@ use bollard::Docker;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
+use crate::busybox::locate_busybox;
 use crate::daemon::is_not_found;
 
 /// Repository name of the fixture image.
@@ -434,7 +435,13 @@ pub async fn ensure_fixture(
     busybox_path: &Path,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<String, FixtureError> {
-    let busybox_path = crate::busybox::locate_busybox(busybox_path, progress).await?;
+    let busybox_path =
+        locate_busybox(busybox_path, progress)
+            .await
+            .map_err(|e| FixtureError::Busybox {
+                path: e.path,
+                reason: e.reason,
+            })?;
     let busybox = load_busybox(&busybox_path).await?;
     let tag = busybox.tag();
     if let Some(found) = existing_fixture(docker, &tag).await? {

@@ -1,8 +1,8 @@
 //! The fixture's busybox comes from Debian's busybox-static package when
 //! the given path does not exist.
 
-use checkfu_sandbox_docker::busybox::locate_busybox;
 use checkfu_sandbox_docker::fixture::check_static_elf;
+use checkfu_sandbox_docker::locate_busybox;
 
 #[tokio::test]
 async fn a_missing_busybox_is_fetched_from_the_debian_package() {

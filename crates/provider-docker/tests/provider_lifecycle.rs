@@ -10,7 +10,7 @@ use std::time::Duration;
 use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_docker::daemon;
-use checkfu_sandbox_docker::provider::{LABEL_INSTANCE_ID, LABEL_SCOPE};
+use checkfu_sandbox_docker::labels::{LABEL_INSTANCE_ID, LABEL_SCOPE};
 use common::provider_env::{command, ProviderEnv};
 use futures_util::io::{AsyncReadExt, AsyncWriteExt};
 use MountAccess::{ReadOnly, ReadWrite};

@@ -115,7 +115,7 @@ impl Backend {
     pub fn id(&self) -> &'static str {
         match self {
             Backend::Memory(_) => checkfu_sandbox_memory::PROVIDER_ID,
-            Backend::Docker(_) => checkfu_sandbox_docker::provider::PROVIDER_ID,
+            Backend::Docker(_) => checkfu_sandbox_docker::PROVIDER_ID,
         }
     }
 

@@ -24,10 +24,9 @@ use checkfu_sandbox_contract::*;
 use checkfu_sandbox_docker::bollard::query_parameters::{
     ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
 };
-use checkfu_sandbox_docker::provider::{
-    host_platform, LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE, PROVIDER_ID,
-};
+use checkfu_sandbox_docker::labels::{LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE};
 use checkfu_sandbox_docker::{daemon, fixture, testnet, DockerConfig, DockerProvider};
+use checkfu_sandbox_docker::{host_platform, PROVIDER_ID};
 
 use crate::context::fresh_token;
 use crate::target::{ConformanceTarget, Listener, LiveObjects};
