@@ -62,6 +62,9 @@ async fn run(program: &str, args: &[&str], dir: &Path) -> Result<(), String> {
 /// # Errors
 /// [`BusyboxError`] naming `preferred` and what the fetch tried,
 /// with the command that installs the package by hand.
+// The busybox path and the package cache are the operator's host files,
+// not a sandbox tree.
+#[allow(clippy::disallowed_methods)]
 pub async fn locate_busybox(
     preferred: &Path,
     progress: &mut (dyn FnMut(&str) + Send),

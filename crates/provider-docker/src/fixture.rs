@@ -204,6 +204,8 @@ fn applet_name_ok(name: &str) -> bool {
 ///
 /// [`FixtureError::Busybox`] when unreadable or listing fails,
 /// [`FixtureError::NotStaticElf`] when it needs a dynamic loader.
+// The busybox binary is the operator's host file, not a sandbox tree.
+#[allow(clippy::disallowed_methods)]
 pub async fn load_busybox(path: &Path) -> Result<Busybox, FixtureError> {
     let err = |reason: String| FixtureError::Busybox {
         path: path.to_path_buf(),
@@ -392,6 +394,8 @@ static BUILD_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Takes an exclusive `flock` on a lock file in the temp directory so that
 /// concurrent processes build the fixture one at a time. The lock is held
 /// while the returned descriptor lives.
+// The lock file is the provider's own, in the host temp directory.
+#[allow(clippy::disallowed_methods)]
 async fn cross_process_lock() -> Result<std::os::fd::OwnedFd, FixtureError> {
     let path = std::env::temp_dir().join("checkfu-fixture-build.lock");
     let p = path.clone();
@@ -567,6 +571,8 @@ pub async fn resolve_image(
 }
 
 #[cfg(test)]
+// The tests read files they wrote themselves.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

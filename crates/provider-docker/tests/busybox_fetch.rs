@@ -1,6 +1,10 @@
 //! The fixture's busybox comes from Debian's busybox-static package when
 //! the given path does not exist.
 
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 use checkfu_sandbox_docker::fixture::check_static_elf;
 use checkfu_sandbox_docker::locate_busybox;
 

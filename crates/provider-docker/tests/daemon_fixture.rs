@@ -1,6 +1,10 @@
 //! The offline fixture image and image-reference resolution, against the
 //! real daemon.
 
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use checkfu_sandbox_docker::fixture::{self, FixtureError};

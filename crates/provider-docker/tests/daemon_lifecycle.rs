@@ -1,6 +1,10 @@
 //! Binds, commit, label sweeps, removal idempotence and snapshot archives
 //! against the real daemon.
 
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::os::fd::AsFd;

@@ -3,6 +3,10 @@
 //! snapshot, clone, release, resume, destroy, cleanup, and what a fresh
 //! provider object finds.
 
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::Duration;

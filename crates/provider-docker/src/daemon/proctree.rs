@@ -23,6 +23,10 @@
 //! requests fail with [`DaemonError::KillUnavailable`]; the provider then
 //! has to stop the container.
 
+// This module reads the kernel's own /proc entries of the exec's process,
+// never a workload tree.
+#![allow(clippy::disallowed_methods)]
+
 use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -155,8 +155,10 @@ impl Inner {
         homes.push(Home::Output);
         for home in homes {
             let dir = self.host_dir(id, home);
-            if !dir.exists() {
-                std::fs::create_dir(&dir).map_err(|e| io("creating a host directory", e))?;
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io("creating a host directory", e)),
             }
             if let Some(uid) = owner_of(request, home) {
                 std::os::unix::fs::chown(&dir, Some(uid), Some(uid))
