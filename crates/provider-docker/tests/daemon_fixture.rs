@@ -49,11 +49,18 @@ async fn resolve_by_id_and_by_tag() {
         Some(pinned.clone())
     );
     // The tag resolves to the pinned form.
-    let bb = fixture::load_busybox(std::path::Path::new(
-        &std::env::var("CHECKFU_BUSYBOX").unwrap_or_else(|_| fixture::DEFAULT_BUSYBOX_PATH.into()),
-    ))
+    // The same busybox `fixture_ref` built from (fetched when the default
+    // path does not exist).
+    let path = checkfu_sandbox_docker::locate_busybox(
+        std::path::Path::new(
+            &std::env::var("CHECKFU_BUSYBOX")
+                .unwrap_or_else(|_| fixture::DEFAULT_BUSYBOX_PATH.into()),
+        ),
+        &mut |_| {},
+    )
     .await
     .unwrap();
+    let bb = fixture::load_busybox(&path).await.unwrap();
     assert_eq!(
         fixture::resolve_image(&docker, &bb.tag()).await.unwrap(),
         Some(pinned.clone())
