@@ -1,6 +1,6 @@
 //! Thin helpers over bollard for what the Docker provider asks of the
 //! local daemon: containers, bounded and streaming execs, commits, label
-//! sweeps. Snapshot archives of host directories are in [`crate::archive`].
+//! sweeps. (Snapshot archives of host directories are a module of their own.)
 //!
 //! Nothing here knows the contract's types; the provider maps these
 //! results onto them.
