@@ -57,7 +57,8 @@ async fn run(program: &str, args: &[&str], dir: &Path) -> Result<(), String> {
 
 /// `preferred` when it exists; otherwise the busybox of the
 /// `busybox-static` package, downloaded and unpacked once into
-/// [`cache_dir`] (reported through `progress`).
+/// the cache directory (`$CHECKFU_CACHE_DIR`, else `$XDG_CACHE_HOME/checkfu`,
+/// else `$HOME/.cache/checkfu`; reported through `progress`).
 ///
 /// # Errors
 /// [`BusyboxError`] naming `preferred` and what the fetch tried,

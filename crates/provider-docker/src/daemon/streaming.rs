@@ -58,7 +58,7 @@ impl Stream for OutputReceiver {
 }
 
 /// The stdin of a streaming exec: ordered bytes, and a real half-close
-/// with [`AsyncWriteExt::shutdown`] (it shuts down the write side of the
+/// with [`tokio::io::AsyncWriteExt::shutdown`] (it shuts down the write side of the
 /// hijacked connection; the daemon then closes the process's stdin).
 pub struct ProcessInput {
     inner: Pin<Box<dyn AsyncWrite + Send>>,
