@@ -27,8 +27,9 @@ use checkfu_sandbox_conformance::context::fresh_token;
 use checkfu_sandbox_conformance::{ConformanceTarget, Listener, LiveObjects, TargetError, Token};
 use checkfu_sandbox_contract::*;
 
-use crate::provider::{host_platform, LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE, PROVIDER_ID};
+use crate::labels::{LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE};
 use crate::{daemon, fixture, testnet, DockerConfig, DockerProvider};
+use crate::{host_platform, PROVIDER_ID};
 
 /// The port every listener container listens on (each has its own address).
 pub const LISTENER_PORT: u16 = 7000;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use checkfu_sandbox_conformance::*;
 use checkfu_sandbox_docker::conformance::DockerTarget;
-use checkfu_sandbox_docker::provider::LABEL_SCOPE;
+use checkfu_sandbox_docker::labels::LABEL_SCOPE;
 use checkfu_sandbox_docker::{daemon, fixture};
 
 fn busybox() -> PathBuf {
@@ -155,7 +155,7 @@ async fn docker_close_removes_everything_of_the_scope() {
     let labels = std::collections::HashMap::from([
         (LABEL_SCOPE.to_owned(), scope.clone()),
         (
-            checkfu_sandbox_docker::provider::LABEL_KIND.to_owned(),
+            checkfu_sandbox_docker::labels::LABEL_KIND.to_owned(),
             "conformance-support".to_owned(),
         ),
     ]);

@@ -24,7 +24,6 @@ use checkfu_sandbox_contract::{
 use checkfu_sandbox_runtime::staging::sha256_digest;
 use checkfu_sandbox_runtime::Adapter;
 use rustix::fs::{Mode, OFlags};
-use rustix::io::Errno;
 
 use crate::SessionError as Failure;
 
@@ -225,38 +224,14 @@ fn relative_components(path: &str) -> Result<Vec<String>, SandboxFailure> {
 }
 
 /// Writes `bytes` at `components` beneath `root`, creating directories,
-/// following no symlink.
-fn write_beneath(root: &OwnedFd, components: &[String], bytes: &[u8]) -> Result<(), Errno> {
-    let Some((file, dirs)) = components.split_last() else {
-        return Err(Errno::INVAL);
-    };
-    let mut current: Option<OwnedFd> = None;
-    for name in dirs {
-        let parent = current.as_ref().unwrap_or(root);
-        match rustix::fs::mkdirat(parent.as_fd(), name.as_str(), Mode::from_raw_mode(0o755)) {
-            Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err(e),
-        }
-        let next = rustix::fs::openat(
-            parent.as_fd(),
-            name.as_str(),
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        current = Some(next);
-    }
-    let parent = current.as_ref().unwrap_or(root);
-    let fd = rustix::fs::openat(
-        parent.as_fd(),
-        file.as_str(),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o644),
-    )?;
-    let mut written = 0;
-    while written < bytes.len() {
-        written += rustix::io::write(&fd, &bytes[written..])?;
-    }
-    Ok(())
+/// following no symlink ([`checkfu_sandbox_contained::overwrite_beneath`]).
+fn write_beneath(
+    root: &OwnedFd,
+    components: &[String],
+    bytes: &[u8],
+) -> Result<(), checkfu_sandbox_contained::ContainedError> {
+    let rel: std::path::PathBuf = components.iter().collect();
+    checkfu_sandbox_contained::overwrite_beneath(root.as_fd(), &rel, bytes)
 }
 
 #[cfg(test)]
@@ -303,7 +278,13 @@ mod tests {
         )
         .unwrap();
         let err = write_beneath(&root, &["link".into(), "x".into()], b"data").unwrap_err();
-        assert!(matches!(err, Errno::LOOP | Errno::NOTDIR), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                checkfu_sandbox_contained::ContainedError::OutsideRoot { .. }
+            ),
+            "{err:?}"
+        );
         std::os::unix::fs::symlink(outside.path().join("f"), dest.path().join("f")).unwrap();
         assert!(write_beneath(&root, &["f".into()], b"data").is_err());
         assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
