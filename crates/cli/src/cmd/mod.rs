@@ -18,6 +18,7 @@ pub mod out;
 pub mod outputs;
 pub mod run;
 pub mod schema;
+pub mod serve;
 pub mod test;
 
 /// Which provider a command talks to.
