@@ -108,3 +108,26 @@ async fn the_socket_transport_serves_the_suite_and_removes_its_socket() {
     assert_eq!(status.code(), Some(143));
     assert!(!path.exists());
 }
+
+#[test]
+fn serving_on_stdio_exits_zero_when_the_runner_closes_and_writes_nothing_else() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_checkfu"))
+        .args(["sandbox", "serve"])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+}
+
+#[test]
+fn an_unknown_fault_is_a_usage_error() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_checkfu"))
+        .args(["sandbox", "serve", "--inject", "no-such-fault"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-fault"));
+}

@@ -1,7 +1,7 @@
 //! The runner side: [`WireClient`] implements [`SandboxProvider`] and the
 //! optional member traits over a connection to a served provider.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -68,6 +68,10 @@ impl Broken {
     }
 }
 
+/// How many cancelled request ids a client remembers so that a late reply
+/// to one is not taken for a protocol violation.
+const MAX_CANCELLED_REMEMBERED: usize = 4096;
+
 struct Pending {
     operation: String,
     allocating: bool,
@@ -77,8 +81,9 @@ struct Pending {
 #[derive(Default)]
 struct State {
     pending: HashMap<u64, Pending>,
-    /// Requests the caller stopped observing: id → allocating.
-    cancelled: HashMap<u64, bool>,
+    /// Requests the caller stopped observing: id → allocating; at most
+    /// [`MAX_CANCELLED_REMEMBERED`], oldest forgotten first.
+    cancelled: BTreeMap<u64, bool>,
     processes: HashMap<String, Arc<ClientProcess>>,
     broken: Option<Broken>,
 }
@@ -302,18 +307,14 @@ impl Conn {
         tokio::spawn(async move {
             let bound = Duration::from_secs(ROLLBACK_TIMEOUT_SECONDS + 5);
             let op = format!("{operation}_rollback");
+            let params = HandleParams { handle };
             if let Err(e) = conn
-                .call(
-                    &op,
-                    method::ROLLBACK,
-                    &HandleParams { handle },
-                    false,
-                    bound,
-                )
+                .call(&op, method::ROLLBACK, &params, false, bound)
                 .await
             {
                 tracing::warn!(error = %e, "rollback of an unobserved handoff failed");
             }
+            conn.notify(method::COMMIT, &params);
         });
     }
 }
@@ -335,6 +336,9 @@ impl Drop for CallGuard<'_> {
             match st.pending.remove(&self.id) {
                 Some(p) => {
                     st.cancelled.insert(self.id, p.allocating);
+                    while st.cancelled.len() > MAX_CANCELLED_REMEMBERED {
+                        st.cancelled.pop_first();
+                    }
                     true
                 }
                 None => false,

@@ -94,7 +94,7 @@ impl ConformanceTarget for WireTarget {
     }
 
     fn tier_platform(&self) -> (Tier, Platform) {
-        (self.describe.tier, self.describe.platform.clone())
+        (self.describe.tier, self.describe.platform)
     }
 
     async fn start_listener(&self) -> Result<Listener, String> {

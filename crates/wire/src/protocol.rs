@@ -147,6 +147,8 @@ pub mod code {
     pub const REVISION_MISMATCH: i64 = -32001;
     /// A method called before `initialize`.
     pub const NOT_INITIALIZED: i64 = -32002;
+    /// A `conformance/*` hook failed; `data` is a [`super::HookFailure`].
+    pub const HOOK_FAILED: i64 = -32010;
 }
 
 /// The literal `"2.0"`.
@@ -668,7 +670,7 @@ pub struct LiveObjectsWire {
 }
 
 /// A hook failure: the `error.data` of a failed `conformance/*` call
-/// (code [`code::SANDBOX_ERROR`] is not used for hooks).
+/// (code [`code::HOOK_FAILED`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HookFailure {

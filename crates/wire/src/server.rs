@@ -424,7 +424,7 @@ fn handoff<T: Serialize>(r: Result<Handoff<T>, SandboxError>) -> Result<Done, Rp
 
 fn hook_error(message: String) -> RpcError {
     RpcError {
-        code: code::SANDBOX_ERROR - 10,
+        code: code::HOOK_FAILED,
         message: message.clone(),
         data: Some(to_value(&HookFailure { message })),
     }

@@ -212,3 +212,22 @@ async fn an_allocation_whose_value_does_not_decode_is_rolled_back_through_its_ha
     assert_eq!(sent["params"]["handle"], "rb-9");
     c.close().await;
 }
+
+#[tokio::test]
+async fn the_runner_answers_the_active_write_dispatch_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("marker.log");
+    let then = format!(
+        r#"printf '%s\n' '{{"jsonrpc":"2.0","id":1,"method":"runner/activeWriteDispatched","params":{{"request_id":2,"transaction_id":"tx-1"}}}}'; read r; printf '%s\n' "$r" > {}; printf '%s\n' '{{"jsonrpc":"2.0","id":2,"result":null}}'; exec sleep 30"#,
+        log.display()
+    );
+    let c = client(&then).await;
+    c.destroy(destroy_request()).await.unwrap();
+    let answer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": null})
+    );
+    c.close().await;
+}
