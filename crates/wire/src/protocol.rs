@@ -143,7 +143,7 @@ pub mod code {
     /// A closed sandbox error; `data` is the `SandboxError` object.
     pub const SANDBOX_ERROR: i64 = -32000;
     /// `initialize` named a revision the server does not speak; `data` is
-    /// a [`RevisionMismatch`].
+    /// a [`super::RevisionMismatch`].
     pub const REVISION_MISMATCH: i64 = -32001;
     /// A method called before `initialize`.
     pub const NOT_INITIALIZED: i64 = -32002;
