@@ -730,3 +730,201 @@ pub fn message_schemas() -> BTreeMap<&'static str, Value> {
     out.insert("HookFailure", schema_of::<HookFailure>());
     out
 }
+
+/// Who sends a method, and whether it expects a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// A runner → provider request.
+    Request,
+    /// A runner → provider notification.
+    Notification,
+    /// A provider → runner request.
+    Callback,
+    /// A provider → runner notification.
+    Frame,
+}
+
+/// One method: its name, direction, params type and result type, named as
+/// the author kit's `schema/<Type>.json` or [`message_schemas`] name them
+/// (`null` for JSON null; `—` for a notification's absent result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodSpec {
+    /// The method name.
+    pub method: &'static str,
+    /// Who sends it.
+    pub direction: Direction,
+    /// The params type.
+    pub params: &'static str,
+    /// The result type.
+    pub result: &'static str,
+}
+
+const fn spec(
+    method: &'static str,
+    direction: Direction,
+    params: &'static str,
+    result: &'static str,
+) -> MethodSpec {
+    MethodSpec {
+        method,
+        direction,
+        params,
+        result,
+    }
+}
+
+/// Every method of the protocol with its params and result types, for
+/// `PROTOCOL.md` and a kit generator.
+pub const METHODS: &[MethodSpec] = {
+    use Direction::*;
+    &[
+        spec(
+            method::INITIALIZE,
+            Request,
+            "InitializeParams",
+            "InitializeResult",
+        ),
+        spec(
+            method::CAPABILITIES,
+            Request,
+            "null",
+            "SandboxProviderCapabilities",
+        ),
+        spec(
+            method::PROVISION,
+            Request,
+            "SandboxProvisionRequest",
+            "HandoffResult_SandboxInstance",
+        ),
+        spec(method::WRITE_FILE, Request, "WriteFileRequest", "null"),
+        spec(
+            method::ACTIVATE,
+            Request,
+            "ActivateRequest",
+            "HandoffResult_SandboxInstance",
+        ),
+        spec(
+            method::EXECUTE,
+            Request,
+            "ExecuteRequest",
+            "SandboxCommandResult",
+        ),
+        spec(
+            method::READ_FILE,
+            Request,
+            "ReadFileRequest",
+            "SandboxFileContent",
+        ),
+        spec(
+            method::READ_FILES,
+            Request,
+            "ReadFilesRequest",
+            "ReadFilesResult",
+        ),
+        spec(method::LIST_DIR, Request, "ListDirRequest", "ListDirResult"),
+        spec(
+            method::LIST_PROJECT_DIR,
+            Request,
+            "ListProjectDirRequest",
+            "ListProjectDirResult",
+        ),
+        spec(
+            method::BEGIN_ACTIVE_WRITE,
+            Request,
+            "ActiveWriteRequest",
+            "ActiveWriteOutcome",
+        ),
+        spec(
+            method::SNAPSHOT,
+            Request,
+            "SnapshotRequest",
+            "HandoffResult_SandboxSnapshot",
+        ),
+        spec(
+            method::CLONE_SNAPSHOT,
+            Request,
+            "CloneSnapshotRequest",
+            "HandoffResult_SandboxSnapshot",
+        ),
+        spec(
+            method::RELEASE,
+            Request,
+            "ReleaseRequest",
+            "HandoffResult_ReleaseDisposition",
+        ),
+        spec(
+            method::RESUME,
+            Request,
+            "ResumeRequest",
+            "HandoffResult_SandboxInstance",
+        ),
+        spec(method::DESTROY, Request, "DestroyRequest", "null"),
+        spec(
+            method::DESTROY_SNAPSHOT,
+            Request,
+            "DestroySnapshotRequest",
+            "null",
+        ),
+        spec(method::CLEANUP, Request, "CleanupRequest", "CleanupResult"),
+        spec(
+            method::OPEN_PROCESS,
+            Request,
+            "SandboxProcessRequest",
+            "OpenProcessResult",
+        ),
+        spec(method::ROLLBACK, Request, "HandleParams", "null"),
+        spec(method::PROCESS_SIGNAL, Request, "SignalParams", "null"),
+        spec(method::PROCESS_DESTROY, Request, "ProcessParams", "null"),
+        spec(
+            method::CONFORMANCE_DESCRIBE,
+            Request,
+            "null",
+            "DescribeResult",
+        ),
+        spec(
+            method::CONFORMANCE_START_LISTENER,
+            Request,
+            "null",
+            "ListenerWire",
+        ),
+        spec(
+            method::CONFORMANCE_CONTROL_PROBE,
+            Request,
+            "ListenerWire",
+            "ProbeResult",
+        ),
+        spec(
+            method::CONFORMANCE_STOP_LISTENER,
+            Request,
+            "ListenerWire",
+            "null",
+        ),
+        spec(
+            method::CONFORMANCE_LIVE_OBJECTS,
+            Request,
+            "null",
+            "LiveObjectsWire",
+        ),
+        spec(method::COMMIT, Notification, "HandleParams", "—"),
+        spec(method::CANCEL, Notification, "CancelParams", "—"),
+        spec(method::PROCESS_STDIN, Notification, "StdinFrame", "—"),
+        spec(
+            method::PROCESS_STDIN_CLOSE,
+            Notification,
+            "StdinCloseFrame",
+            "—",
+        ),
+        spec(method::PROCESS_ACK, Notification, "AckFrame", "—"),
+        spec(
+            method::ACTIVE_WRITE_DISPATCHED,
+            Callback,
+            "ActiveWriteDispatchedParams",
+            "null",
+        ),
+        spec(method::PROCESS_CREDIT, Frame, "CreditFrame", "—"),
+        spec(method::PROCESS_OUTPUT, Frame, "OutputFrame", "—"),
+        spec(method::PROCESS_EOF, Frame, "EofFrame", "—"),
+        spec(method::PROCESS_EXIT, Frame, "ExitFrame", "—"),
+        spec(method::PROCESS_FAILED, Frame, "ProcessFailedFrame", "—"),
+    ]
+};

@@ -118,3 +118,26 @@ fn every_message_shape_has_a_schema() {
         );
     }
 }
+
+#[test]
+fn every_method_names_types_the_kit_or_the_protocol_publishes_and_protocol_md_lists_it() {
+    use checkfu_sandbox_contract::kit::boundary_type_names;
+    use checkfu_sandbox_wire::protocol::METHODS;
+    let protocol_md = include_str!("../../../author-kit/PROTOCOL.md");
+    let kit = boundary_type_names();
+    let own = checkfu_sandbox_wire::message_schemas();
+    let mut seen = std::collections::BTreeSet::new();
+    for m in METHODS {
+        assert!(seen.insert(m.method), "{} listed twice", m.method);
+        assert!(
+            protocol_md.contains(&format!("`{}", m.method)),
+            "PROTOCOL.md omits {}",
+            m.method
+        );
+        for ty in [m.params, m.result] {
+            let known = ty == "null" || ty == "—" || kit.contains(&ty) || own.contains_key(ty);
+            assert!(known, "{}: no schema named {ty}", m.method);
+        }
+    }
+    assert_eq!(METHODS.len(), 38);
+}
