@@ -76,6 +76,7 @@ struct Pending {
     operation: String,
     allocating: bool,
     reply: oneshot::Sender<Result<Value, RpcError>>,
+    on_reply: Option<ReplyHook>,
 }
 
 #[derive(Default)]
@@ -86,16 +87,33 @@ struct State {
     cancelled: BTreeMap<u64, bool>,
     processes: HashMap<String, Arc<ClientProcess>>,
     broken: Option<Broken>,
+    /// A socket connection was lost with processes open: calls are refused
+    /// until the processes are resumed on a new connection.
+    reconnecting: bool,
+    /// Which transport the reader and writer tasks serve; a stale task's
+    /// report is ignored.
+    transport: u64,
 }
+
+/// Runs in the reader task on a successful reply, before the next line.
+type ReplyHook = Box<dyn FnOnce(&Arc<Conn>, &Value) + Send>;
 
 /// One connection: a writer queue, the reader task's state.
 pub(crate) struct Conn {
-    out: mpsc::UnboundedSender<Vec<u8>>,
+    out: Mutex<mpsc::UnboundedSender<Vec<u8>>>,
     state: Mutex<State>,
     next_id: AtomicU64,
     options: WireOptions,
     child: Mutex<Option<tokio::process::Child>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The socket to reconnect to.
+    reconnect: Option<std::path::PathBuf>,
+    /// The server's resume window.
+    resume_window: Mutex<Duration>,
+    closing: std::sync::atomic::AtomicBool,
+    /// The provider id of the first initialize (a resumed connection must
+    /// name the same).
+    provider_id: Mutex<String>,
 }
 
 impl Conn {
@@ -106,7 +124,15 @@ impl Conn {
     /// Queues a notification (dropped silently once the connection ended).
     pub(crate) fn notify<P: Serialize>(&self, method: &str, params: &P) {
         let params = serde_json::to_value(params).unwrap_or(Value::Null);
-        let _ = self.out.send(notification_line(method, params));
+        self.send_line(notification_line(method, params));
+    }
+
+    fn send_line(&self, line: Vec<u8>) {
+        let _ = self
+            .out
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(line);
     }
 
     /// The error a call on a broken connection gets, if it is broken.
@@ -126,6 +152,38 @@ impl Conn {
         self.lock().processes.get(id).cloned()
     }
 
+    /// The transport `transport` ended with `why`. On a socket with open
+    /// processes the pending calls fail and a reconnect starts; otherwise
+    /// the connection ends.
+    fn transport_failed(self: &Arc<Self>, transport: u64, why: Broken) {
+        let resumable = matches!(why, Broken::Closed(_))
+            && self.reconnect.is_some()
+            && !self.closing.load(Ordering::SeqCst);
+        let (pending, start) = {
+            let mut st = self.lock();
+            if st.transport != transport || st.broken.is_some() {
+                return;
+            }
+            if !resumable || st.processes.is_empty() {
+                drop(st);
+                return self.fail(why);
+            }
+            let start = !st.reconnecting;
+            st.reconnecting = true;
+            for p in st.processes.values() {
+                p.suspend();
+            }
+            (std::mem::take(&mut st.pending), start)
+        };
+        for (_, p) in pending {
+            let e = why.error(&p.operation);
+            let _ = p.reply.send(Err(RpcError::sandbox(&e)));
+        }
+        if start {
+            tokio::spawn(reconnect(self.clone()));
+        }
+    }
+
     /// Ends the connection: every pending call, every process and every
     /// later call gets `why`. The first cause wins.
     fn fail(&self, why: Broken) {
@@ -134,6 +192,7 @@ impl Conn {
             if st.broken.is_some() {
                 return;
             }
+            st.reconnecting = false;
             tracing::debug!(?why, "wire connection ended");
             st.broken = Some(why.clone());
             (
@@ -170,6 +229,23 @@ impl Conn {
         allocating: bool,
         deadline: Duration,
     ) -> Result<Value, SandboxError> {
+        self.call_hooked(operation, method, params, allocating, deadline, None, false)
+            .await
+    }
+
+    /// [`Conn::call`] with a hook the reader runs on a successful reply;
+    /// `internal` calls go through while a reconnect is resuming.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_hooked<P: Serialize>(
+        self: &Arc<Self>,
+        operation: &str,
+        method: &str,
+        params: &P,
+        allocating: bool,
+        deadline: Duration,
+        on_reply: Option<ReplyHook>,
+        internal: bool,
+    ) -> Result<Value, SandboxError> {
         let params = serde_json::to_value(params).map_err(|e| {
             SandboxError::failed(operation, FailureReason::InvalidRequest, e.to_string())
         })?;
@@ -189,12 +265,20 @@ impl Conn {
             if let Some(b) = &st.broken {
                 return Err(b.error(operation));
             }
+            if st.reconnecting && !internal {
+                return Err(SandboxError::failed(
+                    operation,
+                    FailureReason::ProviderError,
+                    "the connection to the provider was lost and is being re-established",
+                ));
+            }
             st.pending.insert(
                 id,
                 Pending {
                     operation: operation.to_owned(),
                     allocating,
                     reply: tx,
+                    on_reply,
                 },
             );
         }
@@ -203,7 +287,7 @@ impl Conn {
             id,
             armed: true,
         };
-        let _ = self.out.send(line);
+        self.send_line(line);
         let outcome = tokio::time::timeout(deadline, rx).await;
         match outcome {
             Ok(Ok(reply)) => {
@@ -249,7 +333,10 @@ impl Conn {
                     }
                 };
                 match pending {
-                    Ok(p) => {
+                    Ok(mut p) => {
+                        if let (Some(hook), Ok(v)) = (p.on_reply.take(), &outcome) {
+                            hook(self, v);
+                        }
                         if p.operation == op::OPEN_PROCESS {
                             // Register before any frame of it is read: the
                             // server streams right after its reply.
@@ -297,7 +384,7 @@ impl Conn {
                         format!("the runner serves no method {other}"),
                     )),
                 };
-                let _ = self.out.send(response_line(id, outcome));
+                self.send_line(response_line(id, outcome));
             }
         }
     }
@@ -451,10 +538,13 @@ impl WireClient {
                 "the provider process has no piped stdio",
             ));
         };
-        Self::start(stdout, stdin, Some(child), options).await
+        Self::start(stdout, stdin, Some(child), None, options).await
     }
 
-    /// Connects to a provider served on the Unix socket at `path`.
+    /// Connects to a provider served on the Unix socket at `path`. If the
+    /// connection is lost while processes are open, the client reconnects
+    /// to `path` within the server's resume window and resumes them;
+    /// calls made meanwhile fail at once.
     ///
     /// # Errors
     /// `SandboxOperationFailed{operation: initialize}` when the socket
@@ -468,7 +558,7 @@ impl WireClient {
             )
         })?;
         let (r, w) = stream.into_split();
-        Self::start(r, w, None, options).await
+        Self::start(r, w, None, Some(path.to_owned()), options).await
     }
 
     /// Initializes over an already open byte transport.
@@ -487,83 +577,34 @@ impl WireClient {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        Self::start(reader, writer, None, options).await
+        Self::start(reader, writer, None, None, options).await
     }
 
     async fn start<R, W>(
         reader: R,
-        mut writer: W,
+        writer: W,
         child: Option<tokio::process::Child>,
+        reconnect: Option<std::path::PathBuf>,
         options: WireOptions,
     ) -> Result<Self, SandboxError>
     where
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        let (out, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (out, _) = mpsc::unbounded_channel::<Vec<u8>>();
         let conn = Arc::new(Conn {
-            out,
+            out: Mutex::new(out),
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
             options,
             child: Mutex::new(child),
             tasks: Mutex::new(Vec::new()),
+            reconnect,
+            resume_window: Mutex::new(Duration::from_millis(RESUME_WINDOW_MS)),
+            closing: std::sync::atomic::AtomicBool::new(false),
+            provider_id: Mutex::new(String::new()),
         });
-        let weak = Arc::downgrade(&conn);
-        let writer_task = tokio::spawn(async move {
-            while let Some(line) = out_rx.recv().await {
-                if let Err(e) = async {
-                    writer.write_all(&line).await?;
-                    writer.flush().await
-                }
-                .await
-                {
-                    if let Some(conn) = weak.upgrade() {
-                        conn.fail(Broken::Closed(format!("write failed: {e}")));
-                    }
-                    return;
-                }
-            }
-            let _ = writer.shutdown().await;
-        });
-        let weak = Arc::downgrade(&conn);
-        let reader_task = tokio::spawn(async move {
-            let mut reader = BufReader::with_capacity(64 * 1024, reader);
-            let mut buf = Vec::new();
-            loop {
-                let result = read_line(&mut reader, options.max_line_bytes, &mut buf).await;
-                let Some(conn) = weak.upgrade() else { return };
-                match result {
-                    Ok(true) => conn.incoming(&buf),
-                    Ok(false) => {
-                        let status = conn.exit_status().await;
-                        return conn.fail(Broken::Closed(status));
-                    }
-                    Err(LineError::TooLong { limit }) => {
-                        return conn.fail(Broken::Violation(
-                            "line".into(),
-                            format!("a line of at most {limit} bytes"),
-                            format!("more than {limit} bytes before a newline"),
-                        ))
-                    }
-                    Err(LineError::Truncated { bytes }) => {
-                        return conn.fail(Broken::Violation(
-                            "line".into(),
-                            "a newline-terminated message".into(),
-                            format!("end of stream after {bytes} bytes of a line"),
-                        ))
-                    }
-                    Err(LineError::Io(e)) => return conn.fail(Broken::Closed(e)),
-                }
-                if conn.lock().broken.is_some() {
-                    return;
-                }
-            }
-        });
-        conn.tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend([writer_task, reader_task]);
+        conn.attach(reader, writer);
 
         let params = InitializeParams {
             contract_revision: WIRE_REVISION.into(),
@@ -610,6 +651,9 @@ impl WireClient {
             }
         }
         let capabilities = decode_value("capabilities", &init.capabilities)?;
+        *conn.provider_id.lock().unwrap_or_else(|e| e.into_inner()) = init.provider_id.clone();
+        *conn.resume_window.lock().unwrap_or_else(|e| e.into_inner()) =
+            Duration::from_millis(init.limits.resume_window_ms);
         Ok(WireClient {
             conn: conn.clone(),
             init: Arc::new(init),
@@ -793,6 +837,7 @@ impl Conn {
     }
 
     async fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
         self.fail(Broken::Closed("closed by the runner".into()));
         let child = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(mut child) = child {
@@ -1076,4 +1121,200 @@ impl OpenProcessMember for WireClient {
         let opened: OpenProcessResult = decode_value("open_process_result", &v)?;
         crate::process::client_process(&self.conn, opened)
     }
+}
+
+impl Conn {
+    /// Starts the reader and writer tasks of a new transport and makes it
+    /// the one calls use.
+    fn attach<R, W>(self: &Arc<Self>, reader: R, mut writer: W)
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let (out, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let transport = {
+            let mut st = self.lock();
+            st.transport += 1;
+            st.transport
+        };
+        *self.out.lock().unwrap_or_else(|e| e.into_inner()) = out;
+        let max_line = self.options.max_line_bytes;
+        let weak = Arc::downgrade(self);
+        let writer_task = tokio::spawn(async move {
+            while let Some(line) = out_rx.recv().await {
+                if let Err(e) = async {
+                    writer.write_all(&line).await?;
+                    writer.flush().await
+                }
+                .await
+                {
+                    if let Some(conn) = weak.upgrade() {
+                        conn.transport_failed(
+                            transport,
+                            Broken::Closed(format!("write failed: {e}")),
+                        );
+                    }
+                    return;
+                }
+            }
+            let _ = writer.shutdown().await;
+        });
+        let weak = Arc::downgrade(self);
+        let reader_task = tokio::spawn(async move {
+            let mut reader = BufReader::with_capacity(64 * 1024, reader);
+            let mut buf = Vec::new();
+            loop {
+                let result = read_line(&mut reader, max_line, &mut buf).await;
+                let Some(conn) = weak.upgrade() else { return };
+                match result {
+                    Ok(true) => conn.incoming(&buf),
+                    Ok(false) => {
+                        let status = conn.exit_status().await;
+                        return conn.transport_failed(transport, Broken::Closed(status));
+                    }
+                    Err(LineError::TooLong { limit }) => {
+                        return conn.fail(Broken::Violation(
+                            "line".into(),
+                            format!("a line of at most {limit} bytes"),
+                            format!("more than {limit} bytes before a newline"),
+                        ))
+                    }
+                    Err(LineError::Truncated { bytes }) => {
+                        return conn.transport_failed(
+                            transport,
+                            Broken::Closed(format!(
+                                "the stream ended inside a line after {bytes} bytes"
+                            )),
+                        )
+                    }
+                    Err(LineError::Io(e)) => {
+                        return conn.transport_failed(transport, Broken::Closed(e))
+                    }
+                }
+                if conn.lock().broken.is_some() {
+                    return;
+                }
+            }
+        });
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.extend([writer_task, reader_task]);
+    }
+
+    /// Initializes a new transport and resumes every open process on it.
+    async fn resume_all(self: &Arc<Self>, provider_id: &str) -> Result<(), SandboxError> {
+        let params = InitializeParams {
+            contract_revision: WIRE_REVISION.into(),
+            wire_revision: WIRE_PROTOCOL_REVISION.into(),
+        };
+        let init = self
+            .call_hooked(
+                method::INITIALIZE,
+                method::INITIALIZE,
+                &params,
+                false,
+                self.options.initialize_timeout,
+                None,
+                true,
+            )
+            .await?;
+        let init: InitializeResult = decode_value("initialize_result", &init)?;
+        if init.provider_id != provider_id {
+            return Err(SandboxError::protocol(
+                method::INITIALIZE,
+                "provider_id",
+                provider_id,
+                init.provider_id,
+            ));
+        }
+        let processes: Vec<(String, Arc<ClientProcess>)> = self
+            .lock()
+            .processes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (id, p) in processes {
+            let (stdout_offset, stderr_offset) = p.received();
+            let params = ResumeProcessParams {
+                process: id.clone(),
+                stdout_offset,
+                stderr_offset,
+            };
+            let hooked = p.clone();
+            let hook: ReplyHook = Box::new(move |conn, v| {
+                if let Ok(r) = decode_value::<ResumeProcessResult>("resume_process_result", v) {
+                    hooked.resume_stdin(conn, &r);
+                }
+            });
+            let resumed = self
+                .call_hooked(
+                    "open_process_resume",
+                    method::PROCESS_RESUME,
+                    &params,
+                    false,
+                    self.options.initialize_timeout,
+                    Some(hook),
+                    true,
+                )
+                .await;
+            match resumed {
+                Ok(_) => {}
+                Err(e @ SandboxError::SandboxOperationFailed { .. })
+                    if self.lock().transport_alive() =>
+                {
+                    // The provider no longer has it: that process failed.
+                    p.fail(e);
+                    self.lock().processes.remove(&id);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl State {
+    fn transport_alive(&self) -> bool {
+        self.broken.is_none()
+    }
+}
+
+/// Re-establishes a lost socket connection within the server's resume
+/// window and resumes every open process; past the window the processes
+/// fail with an error naming it.
+async fn reconnect(conn: Arc<Conn>) {
+    let Some(path) = conn.reconnect.clone() else {
+        return;
+    };
+    let window = *conn.resume_window.lock().unwrap_or_else(|e| e.into_inner());
+    let provider_id = conn
+        .provider_id
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let deadline = tokio::time::Instant::now() + window;
+    while tokio::time::Instant::now() < deadline {
+        if conn.closing.load(Ordering::SeqCst) || conn.lock().broken.is_some() {
+            return;
+        }
+        if let Ok(stream) = tokio::net::UnixStream::connect(&path).await {
+            let (r, w) = stream.into_split();
+            conn.attach(r, w);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match tokio::time::timeout(left, conn.resume_all(&provider_id)).await {
+                Ok(Ok(())) => {
+                    conn.lock().reconnecting = false;
+                    tracing::debug!("wire connection resumed");
+                    return;
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, "resume failed; retrying"),
+                Err(_) => break,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    conn.fail(Broken::Closed(format!(
+        "the connection was lost and not re-established within the {} ms resume window",
+        window.as_millis()
+    )));
 }

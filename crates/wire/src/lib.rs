@@ -17,8 +17,9 @@
 //!
 //! Bounds: a line is at most [`protocol::MAX_LINE_BYTES`]; stdin credit
 //! [`protocol::STDIN_CREDIT_BYTES`]; replay window
-//! [`protocol::REPLAY_WINDOW_BYTES`]; call deadlines
-//! [`protocol::DEFAULT_CALL_TIMEOUT_SECONDS`].
+//! [`protocol::REPLAY_WINDOW_BYTES`] per stream; a socket connection lost
+//! with processes open is resumed within [`protocol::RESUME_WINDOW_MS`];
+//! call deadlines [`protocol::DEFAULT_CALL_TIMEOUT_SECONDS`].
 
 pub mod client;
 #[cfg(feature = "conformance")]

@@ -25,7 +25,16 @@ use crate::protocol::*;
 #[derive(Default)]
 struct StdinState {
     credit: u64,
+    /// The credit granted at open.
+    initial: u64,
     offset: u64,
+    /// Bytes sent but not yet credited back, kept to resend after a
+    /// reconnect: `[confirmed, offset)`.
+    unconfirmed: VecDeque<u8>,
+    confirmed: u64,
+    /// The connection is being re-established: bytes are kept, not sent,
+    /// until the resume reply says where the provider stands.
+    resuming: bool,
     closed: bool,
     error: Option<String>,
     waker: Option<Waker>,
@@ -65,6 +74,57 @@ fn index(s: StreamName) -> usize {
 }
 
 impl ClientProcess {
+    /// Stops sending stdin until the process is resumed.
+    pub(crate) fn suspend(&self) {
+        lock(&self.stdin).resuming = true;
+    }
+
+    /// Bytes received of stdout and stderr.
+    pub(crate) fn received(&self) -> (u64, u64) {
+        (lock(&self.out[0]).received, lock(&self.out[1]).received)
+    }
+
+    /// Applies a `process/resume` reply (from the reader task, before any
+    /// later frame): forget what was credited, resend what the provider
+    /// did not receive, recompute the credit.
+    pub(crate) fn resume_stdin(&self, conn: &Conn, r: &ResumeProcessResult) {
+        let mut s = lock(&self.stdin);
+        let credited = r.stdin_granted.clamp(s.confirmed, s.offset);
+        let drop_n = usize::try_from(credited - s.confirmed).unwrap_or(usize::MAX);
+        let drop_n = drop_n.min(s.unconfirmed.len());
+        s.unconfirmed.drain(..drop_n);
+        s.confirmed = credited;
+        let from = r.stdin_offset.clamp(s.confirmed, s.offset);
+        let skip = usize::try_from(from - s.confirmed).unwrap_or(usize::MAX);
+        let resend: Vec<u8> = s.unconfirmed.iter().skip(skip).copied().collect();
+        let mut offset = from;
+        for chunk in resend.chunks(STREAM_CHUNK_BYTES) {
+            conn.notify(
+                method::PROCESS_STDIN,
+                &StdinFrame {
+                    process: self.id.clone(),
+                    offset,
+                    data_base64: chunk.to_vec().into(),
+                },
+            );
+            offset += chunk.len() as u64;
+        }
+        if s.closed {
+            conn.notify(
+                method::PROCESS_STDIN_CLOSE,
+                &StdinCloseFrame {
+                    process: self.id.clone(),
+                    offset: s.offset,
+                },
+            );
+        }
+        s.credit = (s.initial + s.confirmed).saturating_sub(s.offset);
+        s.resuming = false;
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+    }
+
     /// The process can no longer make progress: streams error, `wait`
     /// returns `e` (unless the exit already settled).
     pub(crate) fn fail(&self, e: SandboxError) {
@@ -108,6 +168,7 @@ pub(crate) fn register(conn: &Arc<Conn>, reply: &Value) {
         window: opened.replay_window_bytes,
         stdin: Mutex::new(StdinState {
             credit: opened.stdin_credit_bytes,
+            initial: opened.stdin_credit_bytes,
             ..StdinState::default()
         }),
         out: [
@@ -190,6 +251,10 @@ pub(crate) fn client_notification(
             if let Some(p) = find(&f.process) {
                 let mut s = lock(&p.stdin);
                 s.credit = s.credit.saturating_add(f.bytes);
+                let n = usize::try_from(f.bytes).unwrap_or(usize::MAX);
+                let n = n.min(s.unconfirmed.len());
+                s.unconfirmed.drain(..n);
+                s.confirmed += n as u64;
                 if let Some(w) = s.waker.take() {
                     w.wake();
                 }
@@ -311,15 +376,21 @@ impl futures_io::AsyncWrite for ClientStdin {
         let offset = s.offset;
         s.credit -= n as u64;
         s.offset += n as u64;
+        s.unconfirmed.extend(&buf[..n]);
+        if !s.resuming {
+            // Queued under the stdin lock, so a reconnect's suspension
+            // orders it: before it on the old connection (then resent),
+            // or not at all.
+            self.conn.notify(
+                method::PROCESS_STDIN,
+                &StdinFrame {
+                    process: self.p.id.clone(),
+                    offset,
+                    data_base64: buf[..n].to_vec().into(),
+                },
+            );
+        }
         drop(s);
-        self.conn.notify(
-            method::PROCESS_STDIN,
-            &StdinFrame {
-                process: self.p.id.clone(),
-                offset,
-                data_base64: buf[..n].to_vec().into(),
-            },
-        );
         Poll::Ready(Ok(n))
     }
 
@@ -332,14 +403,16 @@ impl futures_io::AsyncWrite for ClientStdin {
         if !s.closed {
             s.closed = true;
             let offset = s.offset;
+            if !s.resuming {
+                self.conn.notify(
+                    method::PROCESS_STDIN_CLOSE,
+                    &StdinCloseFrame {
+                        process: self.p.id.clone(),
+                        offset,
+                    },
+                );
+            }
             drop(s);
-            self.conn.notify(
-                method::PROCESS_STDIN_CLOSE,
-                &StdinCloseFrame {
-                    process: self.p.id.clone(),
-                    offset,
-                },
-            );
         }
         Poll::Ready(Ok(()))
     }
@@ -479,28 +552,94 @@ enum StdinMsg {
     Close,
 }
 
-struct Acked {
-    offset: Mutex<u64>,
+#[derive(Default)]
+struct StreamInner {
+    /// Every byte before this offset is acknowledged.
+    acked: u64,
+    /// Bytes sent so far.
+    sent: u64,
+    /// The replay window: bytes `[acked, sent)`.
+    replay: VecDeque<u8>,
+    eof: bool,
+}
+
+#[derive(Default)]
+struct StreamState {
+    inner: Mutex<StreamInner>,
     changed: Notify,
 }
 
-/// The served side of one process.
+#[derive(Default)]
+struct StdinAccount {
+    received: u64,
+    credit_left: u64,
+    granted: u64,
+}
+
+/// What the process's tasks share: where frames go (none while detached),
+/// the stream windows, the stdin account and the exit frame.
+struct Shared {
+    id: String,
+    sink: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
+    streams: [StreamState; 2],
+    account: Mutex<StdinAccount>,
+    final_frame: Mutex<Option<Vec<u8>>>,
+    chunk: usize,
+}
+
+impl Shared {
+    fn send(&self, line: Vec<u8>) {
+        if let Some(out) = lock(&self.sink).as_ref() {
+            let _ = out.send(line);
+        }
+    }
+
+    fn output_frame(&self, stream: StreamName, offset: u64, data: &[u8]) -> Vec<u8> {
+        notify_line(
+            method::PROCESS_OUTPUT,
+            &OutputFrame {
+                process: self.id.clone(),
+                stream,
+                offset,
+                data_base64: data.to_vec().into(),
+            },
+        )
+    }
+
+    fn eof_frame(&self, stream: StreamName, offset: u64) -> Vec<u8> {
+        notify_line(
+            method::PROCESS_EOF,
+            &EofFrame {
+                process: self.id.clone(),
+                stream,
+                offset,
+            },
+        )
+    }
+}
+
+/// The served side of one process. It outlives a connection: detached,
+/// it keeps its replay windows (and stops reading a full one) until a new
+/// connection resumes it or the resume window passes.
 pub(crate) struct ServerProcess {
     pub(crate) control: Arc<dyn ProcessControl>,
+    shared: Arc<Shared>,
     stdin: mpsc::UnboundedSender<StdinMsg>,
-    /// (next expected offset, credit the runner still holds)
-    stdin_account: Arc<Mutex<(u64, u64)>>,
-    acked: [Arc<Acked>; 2],
+    generation: std::sync::atomic::AtomicU64,
+    /// The connection whose frames the process accepts; after a resume,
+    /// lines still buffered from the old connection are ignored.
+    owner: std::sync::atomic::AtomicU64,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// Starts serving `process` as `id`: stdin, both output streams and the
-/// exit, each in its own task writing lines to `out`.
+/// exit, each in its own task writing frames to `out`.
 pub(crate) fn serve_process(
     id: String,
     process: SandboxProcess,
     out: mpsc::UnboundedSender<Vec<u8>>,
     limits: WireLimits,
+    owner: u64,
 ) -> Arc<ServerProcess> {
     let SandboxProcess {
         mut input,
@@ -509,13 +648,21 @@ pub(crate) fn serve_process(
         control,
         ..
     } = process;
+    let shared = Arc::new(Shared {
+        id,
+        sink: Mutex::new(Some(out)),
+        streams: [StreamState::default(), StreamState::default()],
+        account: Mutex::new(StdinAccount {
+            credit_left: limits.stdin_credit_bytes,
+            ..StdinAccount::default()
+        }),
+        final_frame: Mutex::new(None),
+        chunk: usize::try_from(limits.stream_chunk_bytes).unwrap_or(STREAM_CHUNK_BYTES),
+    });
     let (tx, mut rx) = mpsc::unbounded_channel::<StdinMsg>();
-    let account = Arc::new(Mutex::new((0u64, limits.stdin_credit_bytes)));
     let mut tasks = Vec::new();
     {
-        let account = account.clone();
-        let out = out.clone();
-        let id = id.clone();
+        let shared = shared.clone();
         tasks.push(tokio::spawn(async move {
             while let Some(msg) = rx.recv().await {
                 match msg {
@@ -529,14 +676,13 @@ pub(crate) fn serve_process(
                         if let Err(e) = written {
                             tracing::debug!(error = %e, "stdin bytes discarded");
                         }
-                        {
-                            let mut acct = lock(&account);
-                            acct.1 = acct.1.saturating_add(n);
-                        }
-                        let _ = out.send(notify_line(
+                        let mut acct = lock(&shared.account);
+                        acct.credit_left = acct.credit_left.saturating_add(n);
+                        acct.granted += n;
+                        shared.send(notify_line(
                             method::PROCESS_CREDIT,
                             &CreditFrame {
-                                process: id.clone(),
+                                process: shared.id.clone(),
                                 bytes: n,
                             },
                         ));
@@ -549,39 +695,30 @@ pub(crate) fn serve_process(
             }
         }));
     }
-    let acked = [
-        Arc::new(Acked {
-            offset: Mutex::new(0),
-            changed: Notify::new(),
-        }),
-        Arc::new(Acked {
-            offset: Mutex::new(0),
-            changed: Notify::new(),
-        }),
-    ];
     let streams: [(Pin<Box<dyn futures_io::AsyncRead + Send>>, StreamName); 2] =
         [(output, StreamName::Stdout), (error, StreamName::Stderr)];
     for (mut reader, stream) in streams {
-        let out = out.clone();
-        let id = id.clone();
-        let acked = acked[index(stream)].clone();
+        let shared = shared.clone();
         let window = limits.replay_window_bytes;
-        let chunk = usize::try_from(limits.stream_chunk_bytes).unwrap_or(STREAM_CHUNK_BYTES);
         tasks.push(tokio::spawn(async move {
-            let mut sent: u64 = 0;
-            let mut buf = vec![0u8; chunk];
+            let state = &shared.streams[index(stream)];
+            let mut buf = vec![0u8; shared.chunk];
             loop {
                 // Wait for room in the replay window.
                 let room = loop {
-                    let notified = acked.changed.notified();
-                    let a = *lock(&acked.offset);
-                    let room = window.saturating_sub(sent - a.min(sent));
+                    let notified = state.changed.notified();
+                    let room = {
+                        let s = lock(&state.inner);
+                        window.saturating_sub(s.sent - s.acked)
+                    };
                     if room > 0 {
                         break room;
                     }
                     notified.await;
                 };
-                let want = chunk.min(usize::try_from(room).unwrap_or(chunk));
+                let want = shared
+                    .chunk
+                    .min(usize::try_from(room).unwrap_or(shared.chunk));
                 let n = match reader.read(&mut buf[..want]).await {
                     Ok(n) => n,
                     Err(e) => {
@@ -589,59 +726,49 @@ pub(crate) fn serve_process(
                         0
                     }
                 };
+                let mut s = lock(&state.inner);
                 if n == 0 {
-                    let _ = out.send(notify_line(
-                        method::PROCESS_EOF,
-                        &EofFrame {
-                            process: id.clone(),
-                            stream,
-                            offset: sent,
-                        },
-                    ));
+                    s.eof = true;
+                    shared.send(shared.eof_frame(stream, s.sent));
                     return;
                 }
-                let _ = out.send(notify_line(
-                    method::PROCESS_OUTPUT,
-                    &OutputFrame {
-                        process: id.clone(),
-                        stream,
-                        offset: sent,
-                        data_base64: buf[..n].to_vec().into(),
-                    },
-                ));
-                sent += n as u64;
+                shared.send(shared.output_frame(stream, s.sent, &buf[..n]));
+                s.replay.extend(&buf[..n]);
+                s.sent += n as u64;
             }
         }));
     }
     {
-        let out = out.clone();
-        let id = id.clone();
+        let shared = shared.clone();
         let control = control.clone();
         tasks.push(tokio::spawn(async move {
             let line = match control.wait().await {
                 Ok(exit) => notify_line(
                     method::PROCESS_EXIT,
                     &ExitFrame {
-                        process: id.clone(),
+                        process: shared.id.clone(),
                         exit,
                     },
                 ),
                 Err(error) => notify_line(
                     method::PROCESS_FAILED,
                     &ProcessFailedFrame {
-                        process: id.clone(),
+                        process: shared.id.clone(),
                         error,
                     },
                 ),
             };
-            let _ = out.send(line);
+            let mut last = lock(&shared.final_frame);
+            shared.send(line.clone());
+            *last = Some(line);
         }));
     }
     Arc::new(ServerProcess {
         control,
+        shared,
         stdin: tx,
-        stdin_account: account,
-        acked,
+        generation: std::sync::atomic::AtomicU64::new(0),
+        owner: std::sync::atomic::AtomicU64::new(owner),
         tasks: Mutex::new(tasks),
     })
 }
@@ -657,26 +784,26 @@ impl ServerProcess {
     /// `SandboxOperationFailed{invalid_request}` naming the field when the
     /// offset leaves a gap or the chunk exceeds the credit.
     pub(crate) fn stdin(&self, offset: u64, data: Vec<u8>) -> Result<(), SandboxError> {
-        let mut acct = lock(&self.stdin_account);
-        if offset != acct.0 {
+        let mut acct = lock(&self.shared.account);
+        if offset != acct.received {
             return Err(SandboxError::invalid_request(
                 op::OPEN_PROCESS,
                 "process/stdin.offset",
-                acct.0.to_string(),
+                acct.received.to_string(),
                 offset.to_string(),
             ));
         }
         let n = data.len() as u64;
-        if n > acct.1 {
+        if n > acct.credit_left {
             return Err(SandboxError::invalid_request(
                 op::OPEN_PROCESS,
                 "process/stdin.data_base64",
-                format!("at most {} bytes (the credit left)", acct.1),
+                format!("at most {} bytes (the credit left)", acct.credit_left),
                 format!("{n} bytes"),
             ));
         }
-        acct.0 += n;
-        acct.1 -= n;
+        acct.received += n;
+        acct.credit_left -= n;
         drop(acct);
         let _ = self.stdin.send(StdinMsg::Data(data));
         Ok(())
@@ -687,19 +814,119 @@ impl ServerProcess {
         let _ = self.stdin.send(StdinMsg::Close);
     }
 
-    /// The runner holds `stream` up to `offset`.
+    /// The runner holds `stream` up to `offset`: drop those bytes from the
+    /// replay window.
     pub(crate) fn ack(&self, stream: StreamName, offset: u64) {
-        let a = &self.acked[index(stream)];
+        let state = &self.shared.streams[index(stream)];
         {
-            let mut cur = lock(&a.offset);
-            if offset > *cur {
-                *cur = offset;
+            let mut s = lock(&state.inner);
+            if offset > s.acked && offset <= s.sent {
+                let n = usize::try_from(offset - s.acked).unwrap_or(usize::MAX);
+                let n = n.min(s.replay.len());
+                s.replay.drain(..n);
+                s.acked = offset;
             }
         }
-        a.changed.notify_waiters();
+        state.changed.notify_waiters();
     }
 
-    /// Destroys the process and stops its tasks (connection end).
+    /// Whether connection `session` owns the process.
+    pub(crate) fn owned_by(&self, session: u64) -> bool {
+        self.owner.load(std::sync::atomic::Ordering::SeqCst) == session
+    }
+
+    /// The connection ended: frames stop; windows keep their bytes.
+    /// Returns the generation a later expiry must still see.
+    pub(crate) fn detach(&self) -> u64 {
+        *lock(&self.shared.sink) = None;
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1
+    }
+
+    /// Whether the process is still detached since `generation`.
+    pub(crate) fn detached_since(&self, generation: u64) -> bool {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst) == generation
+            && lock(&self.shared.sink).is_none()
+    }
+
+    /// Attaches the process to a new connection: sends the reply to
+    /// `process/resume` request `id`, then every unacknowledged byte from
+    /// the runner's offsets, the ends of ended streams and the exit frame,
+    /// before any new frame.
+    ///
+    /// # Errors
+    /// `SandboxOperationFailed{operation: open_process, invalid_request}`
+    /// naming the offset when it lies outside the replay window.
+    pub(crate) fn resume(
+        &self,
+        id: u64,
+        params: &ResumeProcessParams,
+        out: mpsc::UnboundedSender<Vec<u8>>,
+        window: u64,
+        session: u64,
+    ) -> Result<(), SandboxError> {
+        let shared = &self.shared;
+        let acct = lock(&shared.account);
+        let mut s0 = lock(&shared.streams[0].inner);
+        let mut s1 = lock(&shared.streams[1].inner);
+        for (name, s, from) in [
+            ("stdout_offset", &*s0, params.stdout_offset),
+            ("stderr_offset", &*s1, params.stderr_offset),
+        ] {
+            if from < s.acked || from > s.sent {
+                return Err(SandboxError::invalid_request(
+                    op::OPEN_PROCESS,
+                    name,
+                    format!(
+                        "an offset inside the {window}-byte replay window [{}, {}]",
+                        s.acked, s.sent
+                    ),
+                    from.to_string(),
+                ));
+            }
+        }
+        let result = ResumeProcessResult {
+            stdin_offset: acct.received,
+            stdin_granted: acct.granted,
+        };
+        let _ = out.send(response_line(
+            id,
+            Ok(serde_json::to_value(&result).unwrap_or(Value::Null)),
+        ));
+        for (stream, s, from) in [
+            (StreamName::Stdout, &mut *s0, params.stdout_offset),
+            (StreamName::Stderr, &mut *s1, params.stderr_offset),
+        ] {
+            let n = usize::try_from(from - s.acked).unwrap_or(usize::MAX);
+            let n = n.min(s.replay.len());
+            s.replay.drain(..n);
+            s.acked = from;
+            let bytes: Vec<u8> = s.replay.iter().copied().collect();
+            let mut offset = from;
+            for chunk in bytes.chunks(shared.chunk) {
+                let _ = out.send(shared.output_frame(stream, offset, chunk));
+                offset += chunk.len() as u64;
+            }
+            if s.eof {
+                let _ = out.send(shared.eof_frame(stream, s.sent));
+            }
+        }
+        if let Some(line) = lock(&shared.final_frame).clone() {
+            let _ = out.send(line);
+        }
+        *lock(&shared.sink) = Some(out);
+        self.owner
+            .store(session, std::sync::atomic::Ordering::SeqCst);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        drop((s0, s1, acct));
+        shared.streams[0].changed.notify_waiters();
+        shared.streams[1].changed.notify_waiters();
+        Ok(())
+    }
+
+    /// Destroys the process and stops its tasks.
     pub(crate) async fn shut(&self) {
         let _ = tokio::time::timeout(
             Duration::from_secs(ROLLBACK_BOUND_SECONDS),

@@ -40,6 +40,10 @@ pub const STREAM_CHUNK_BYTES: usize = 64 * 1024;
 /// stops reading the process's stream while the window is full.
 pub const REPLAY_WINDOW_BYTES: u64 = 4 * MIB;
 
+/// How long a served process outlives its connection waiting for
+/// `process/resume`, in milliseconds (30 s).
+pub const RESUME_WINDOW_MS: u64 = 30_000;
+
 /// How long a client waits for a reply to an ordinary call, in seconds.
 pub const DEFAULT_CALL_TIMEOUT_SECONDS: u64 = 120;
 
@@ -118,6 +122,8 @@ pub mod method {
     pub const PROCESS_SIGNAL: &str = "process/signal";
     /// Idempotent teardown (request).
     pub const PROCESS_DESTROY: &str = "process/destroy";
+    /// Reattach a process after a reconnect (request).
+    pub const PROCESS_RESUME: &str = "process/resume";
     /// Conformance hook: what the target declares (request).
     pub const CONFORMANCE_DESCRIBE: &str = "conformance/describe";
     /// Conformance hook: start a listener (request).
@@ -398,6 +404,9 @@ pub struct WireLimits {
     pub replay_window_bytes: u64,
     /// Largest data chunk in one process frame.
     pub stream_chunk_bytes: u64,
+    /// How long a process outlives its connection awaiting
+    /// `process/resume`, in milliseconds.
+    pub resume_window_ms: u64,
 }
 
 impl Default for WireLimits {
@@ -407,6 +416,7 @@ impl Default for WireLimits {
             stdin_credit_bytes: STDIN_CREDIT_BYTES,
             replay_window_bytes: REPLAY_WINDOW_BYTES,
             stream_chunk_bytes: STREAM_CHUNK_BYTES as u64,
+            resume_window_ms: RESUME_WINDOW_MS,
         }
     }
 }
@@ -607,6 +617,28 @@ pub struct ProcessParams {
     pub process: String,
 }
 
+/// `process/resume` params: what the runner already holds of each stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeProcessParams {
+    /// The process handle.
+    pub process: String,
+    /// Stdout bytes received.
+    pub stdout_offset: u64,
+    /// Stderr bytes received.
+    pub stderr_offset: u64,
+}
+
+/// `process/resume` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeProcessResult {
+    /// Stdin bytes the provider received; the runner resends from here.
+    pub stdin_offset: u64,
+    /// Stdin credit granted in all so far.
+    pub stdin_granted: u64,
+}
+
 /// `process/signal` params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -723,6 +755,8 @@ pub fn message_schemas() -> BTreeMap<&'static str, Value> {
     out.insert("ProcessFailedFrame", schema_of::<ProcessFailedFrame>());
     out.insert("ProcessParams", schema_of::<ProcessParams>());
     out.insert("SignalParams", schema_of::<SignalParams>());
+    out.insert("ResumeProcessParams", schema_of::<ResumeProcessParams>());
+    out.insert("ResumeProcessResult", schema_of::<ResumeProcessResult>());
     out.insert("DescribeResult", schema_of::<DescribeResult>());
     out.insert("ListenerWire", schema_of::<ListenerWire>());
     out.insert("ProbeResult", schema_of::<ProbeResult>());
@@ -875,6 +909,12 @@ pub const METHODS: &[MethodSpec] = {
         spec(method::ROLLBACK, Request, "HandleParams", "null"),
         spec(method::PROCESS_SIGNAL, Request, "SignalParams", "null"),
         spec(method::PROCESS_DESTROY, Request, "ProcessParams", "null"),
+        spec(
+            method::PROCESS_RESUME,
+            Request,
+            "ResumeProcessParams",
+            "ResumeProcessResult",
+        ),
         spec(
             method::CONFORMANCE_DESCRIBE,
             Request,

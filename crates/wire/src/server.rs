@@ -59,6 +59,40 @@ pub struct Served {
     pub hooks: Option<Arc<dyn ConformanceHooks>>,
     /// The bounds stated in `initialize` and enforced on incoming lines.
     pub limits: WireLimits,
+    /// Processes of every connection, so that a new connection can resume
+    /// one.
+    registry: Arc<Registry>,
+}
+
+/// Open processes across connections.
+#[derive(Default)]
+struct Registry {
+    processes: Mutex<HashMap<String, Arc<ServerProcess>>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Registry {
+    fn get(&self, id: &str) -> Option<Arc<ServerProcess>> {
+        self.processes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    fn remove(&self, id: &str) -> Option<Arc<ServerProcess>> {
+        self.processes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
+    }
+
+    fn insert(&self, id: String, p: Arc<ServerProcess>) {
+        self.processes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, p);
+    }
 }
 
 impl Served {
@@ -70,6 +104,7 @@ impl Served {
             name,
             hooks: None,
             limits: WireLimits::default(),
+            registry: Arc::new(Registry::default()),
         }
     }
 
@@ -102,12 +137,15 @@ struct SessionState {
     initialized: bool,
     inflight: HashMap<u64, InFlight>,
     handles: HashMap<String, Arc<dyn Rollback>>,
-    processes: HashMap<String, Arc<ServerProcess>>,
+    /// Processes attached to this connection.
+    processes: std::collections::BTreeSet<String>,
     next: u64,
     ended: bool,
 }
 
 struct Session {
+    /// Unique among the server's connections.
+    sid: u64,
     served: Served,
     out: mpsc::UnboundedSender<Vec<u8>>,
     state: Mutex<SessionState>,
@@ -156,7 +194,12 @@ where
         let _ = writer.shutdown().await;
     });
     let limit = usize::try_from(served.limits.max_line_bytes).unwrap_or(MAX_LINE_BYTES);
+    let sid = served
+        .registry
+        .next
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let session = Arc::new(Session {
+        sid,
         served,
         out,
         state: Mutex::new(SessionState::default()),
@@ -182,7 +225,7 @@ where
 }
 
 async fn end(session: &Arc<Session>) {
-    let processes: Vec<Arc<ServerProcess>> = {
+    let processes: Vec<String> = {
         let mut st = session.lock();
         st.ended = true;
         st.handles.clear();
@@ -192,10 +235,25 @@ async fn end(session: &Arc<Session>) {
                 a.abort();
             }
         }
-        st.processes.drain().map(|(_, p)| p).collect()
+        std::mem::take(&mut st.processes).into_iter().collect()
     };
-    for p in processes {
-        p.shut().await;
+    let registry = session.served.registry.clone();
+    let window = Duration::from_millis(session.served.limits.resume_window_ms);
+    for id in processes {
+        let Some(p) = registry.get(&id) else { continue };
+        if !p.owned_by(session.sid) {
+            continue; // resumed on another connection meanwhile
+        }
+        let generation = p.detach();
+        let registry = registry.clone();
+        // Kept for a resume until the window passes, then destroyed.
+        tokio::spawn(async move {
+            tokio::time::sleep(window).await;
+            if p.detached_since(generation) {
+                registry.remove(&id);
+                p.shut().await;
+            }
+        });
     }
 }
 
@@ -206,6 +264,10 @@ fn handle_line(session: &Arc<Session>, line: &[u8]) -> Result<(), ServeError> {
             if method == method::INITIALIZE {
                 let outcome = initialize(session, &params);
                 session.send(response_line(id, outcome));
+                return Ok(());
+            }
+            if method == method::PROCESS_RESUME && session.lock().initialized {
+                resume(session, id, &params);
                 return Ok(());
             }
             if !session.lock().initialized {
@@ -282,8 +344,12 @@ async fn settle(session: &Arc<Session>, id: u64, outcome: Result<Done, RpcError>
                     session.send(response_line(id, Ok(to_value(&result))));
                 }
                 Ok(Done::Process(process)) => {
-                    st.next += 1;
-                    let pid = format!("proc-{}", st.next);
+                    let n = session
+                        .served
+                        .registry
+                        .next
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let pid = format!("proc-{}", n + 1);
                     let result = OpenProcessResult {
                         process: pid.clone(),
                         evidence: process.evidence.clone(),
@@ -299,8 +365,10 @@ async fn settle(session: &Arc<Session>, id: u64, outcome: Result<Done, RpcError>
                         process,
                         session.out.clone(),
                         session.served.limits,
+                        session.sid,
                     );
-                    st.processes.insert(pid, served);
+                    session.served.registry.insert(pid.clone(), served);
+                    st.processes.insert(pid);
                     drop(st);
                 }
                 Err(e) => {
@@ -487,7 +555,7 @@ async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, Rpc
         }
         method::PROCESS_SIGNAL => {
             let s: SignalParams = params(m, &p)?;
-            let process = session.lock().processes.get(&s.process).cloned();
+            let process = session.served.registry.get(&s.process);
             match process {
                 Some(pr) => unit(pr.control.signal(s.signal).await),
                 None => Err(sandbox(unknown_process(&s.process))),
@@ -495,7 +563,7 @@ async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, Rpc
         }
         method::PROCESS_DESTROY => {
             let s: ProcessParams = params(m, &p)?;
-            let process = session.lock().processes.get(&s.process).cloned();
+            let process = session.served.registry.get(&s.process);
             match process {
                 Some(pr) => unit(pr.control.destroy().await),
                 // Idempotent: an unknown or already torn-down process is gone.
@@ -516,6 +584,47 @@ async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, Rpc
             code::METHOD_NOT_FOUND,
             format!("no method {other}"),
         )),
+    }
+}
+
+/// `process/resume`: reattach a detached process to this connection; the
+/// reply and the replay go out before any new frame.
+fn resume(session: &Arc<Session>, id: u64, params: &Value) {
+    let p: ResumeProcessParams = match decode_value("resume_process_params", params) {
+        Ok(p) => p,
+        Err(e) => {
+            session.send(response_line(
+                id,
+                Err(RpcError::plain(code::INVALID_PARAMS, e.to_string())),
+            ));
+            return;
+        }
+    };
+    let limits = session.served.limits;
+    let Some(process) = session.served.registry.get(&p.process) else {
+        let e = SandboxError::failed(
+            op::OPEN_PROCESS,
+            FailureReason::TimedOut,
+            format!(
+                "process {} is gone: it was not resumed within the {} ms resume window",
+                p.process, limits.resume_window_ms
+            ),
+        );
+        session.send(response_line(id, Err(sandbox(e))));
+        return;
+    };
+    let mut st = session.lock();
+    match process.resume(
+        id,
+        &p,
+        session.out.clone(),
+        limits.replay_window_bytes,
+        session.sid,
+    ) {
+        Ok(()) => {
+            st.processes.insert(p.process);
+        }
+        Err(e) => session.send(response_line(id, Err(sandbox(e)))),
     }
 }
 
@@ -579,7 +688,11 @@ fn notification(session: &Arc<Session>, m: &str, p: Value) {
             let Ok(f) = decode_value::<StdinFrame>(m, &p) else {
                 return;
             };
-            let process = session.lock().processes.get(&f.process).cloned();
+            let process = session
+                .served
+                .registry
+                .get(&f.process)
+                .filter(|p| p.owned_by(session.sid));
             if let Some(pr) = process {
                 if let Err(e) = pr.stdin(f.offset, f.data_base64.0) {
                     tracing::warn!(error = %e, "stdin frame refused; destroying the process");
@@ -597,14 +710,24 @@ fn notification(session: &Arc<Session>, m: &str, p: Value) {
         }
         method::PROCESS_STDIN_CLOSE => {
             if let Ok(f) = decode_value::<StdinCloseFrame>(m, &p) {
-                if let Some(pr) = session.lock().processes.get(&f.process) {
+                if let Some(pr) = session
+                    .served
+                    .registry
+                    .get(&f.process)
+                    .filter(|p| p.owned_by(session.sid))
+                {
                     pr.close_stdin();
                 }
             }
         }
         method::PROCESS_ACK => {
             if let Ok(f) = decode_value::<AckFrame>(m, &p) {
-                if let Some(pr) = session.lock().processes.get(&f.process) {
+                if let Some(pr) = session
+                    .served
+                    .registry
+                    .get(&f.process)
+                    .filter(|p| p.owned_by(session.sid))
+                {
                     pr.ack(f.stream, f.offset);
                 }
             }
