@@ -19,6 +19,7 @@ pub mod run;
 pub mod run_events;
 pub mod run_flags;
 pub mod schema;
+pub mod serve;
 pub mod test;
 
 /// Which provider a command talks to.
