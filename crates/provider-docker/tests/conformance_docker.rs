@@ -4,6 +4,10 @@
 //! Gate: without a daemon the test prints a `SKIP` line and returns, except
 //! under `CI=true`, where it fails.
 
+// The test checks, by path and from outside, that the state directory
+// the target created is gone.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
