@@ -1,6 +1,6 @@
 //! The cleanup rule in one place (decision 004), and the inventory a
 //! provider reports for a dry run (contract extension, decision
-//! `cli-pin-and-sweep-members`).
+//! 010).
 //!
 //! Every sweep applies [`CleanupRequest::sweeps_instance`] and
 //! [`CleanupRequest::sweeps_snapshot`]: the providers' own `cleanup`, and

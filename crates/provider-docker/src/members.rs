@@ -1,5 +1,5 @@
 //! The contract extensions this provider implements (decision
-//! `cli-pin-and-sweep-members`): resolveImage through the daemon's image
+//! 010): resolveImage through the daemon's image
 //! store, and cleanupInventory from the same labels and records cleanup
 //! sweeps from.
 

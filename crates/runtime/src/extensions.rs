@@ -1,4 +1,4 @@
-//! The contract extensions (decision `cli-pin-and-sweep-members`) behind
+//! The contract extensions (decision 010) behind
 //! the runtime's checks: image pinning and the cleanup dry run.
 
 use checkfu_sandbox_contract::provider::op;

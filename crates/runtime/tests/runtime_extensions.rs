@@ -1,5 +1,5 @@
 //! The contract extensions behind the runtime's checks (decision
-//! `cli-pin-and-sweep-members`): resolveImage answers are checked, the
+//! 010): resolveImage answers are checked, the
 //! cleanup dry run applies the contract's rule to the provider's inventory
 //! and removes nothing, and the rollback probe provisions through the
 //! handoff guard (decision 009).
