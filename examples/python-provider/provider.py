@@ -29,6 +29,7 @@ import contained  # noqa: E402
 CONTRACT = "checkfu.sandbox/v1"
 WIRE = "checkfu.sandbox.wire/v1"
 MAX_LINE = 202_375_168
+HOOK_FAILURE = -32010  # a conformance/* hook that fails (HookFailure)
 PROVIDER_ID = "python-docker"
 PROVIDER_REVISION = "python-docker-1"
 MATERIALIZATION_REVISION = "python-docker-mat-1"
@@ -838,7 +839,7 @@ class Provider:
         finally:
             docker("rm", "-f", name, check=False)
         if r.returncode != 0 and not r.stdout:
-            raise RpcError(-32000, "control probe failed", {"message": "control probe failed: %s"
+            raise RpcError(HOOK_FAILURE, "control probe failed", {"message": "control probe failed: %s"
                                                             % r.stderr.decode(errors="replace")})
         return {"data_base64": b64(r.stdout)}
 
@@ -1018,7 +1019,7 @@ class Server:
             self.reply(rid, result)
         except SandboxError as e:
             if method.startswith("conformance/"):
-                self.reply(rid, error={"code": -32000, "message": e.message,
+                self.reply(rid, error={"code": HOOK_FAILURE, "message": e.message,
                                        "data": {"message": e.message}})
             else:
                 self.reply(rid, error={"code": -32000, "message": e.message, "data": e.data})
@@ -1031,7 +1032,7 @@ class Server:
             log(traceback.format_exc())
             msg = "%s: %s" % (type(e).__name__, e)
             if method.startswith("conformance/"):
-                self.reply(rid, error={"code": -32000, "message": msg, "data": {"message": msg}})
+                self.reply(rid, error={"code": HOOK_FAILURE, "message": msg, "data": {"message": msg}})
             else:
                 op = re.sub(r"(?<!^)(?=[A-Z])", "_", method.split("/", 1)[1]).lower()
                 self.reply(rid, error={"code": -32000, "message": msg, "data": {
