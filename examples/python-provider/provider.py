@@ -392,9 +392,12 @@ class Provider:
             host, rel, rw = os.path.join(self.rec_path(rec["instance_id"]), "outputs"), pc[len(oc):], True
         else:
             m = self.owner_mount(rec["mounts"], path)
-            if m is None or m["path"] == path:
+            if m is None:
                 raise op_failed("write_file", "path_not_admitted",
                                 "%s is outside every mount and the output tree" % path)
+            if m["path"] == path:
+                raise op_failed("write_file", "invalid_request", "%s is a mount root" % path,
+                                "path", "a normalized file path below its root", path)
             if rec["state"] != "provisioning":
                 raise conflict("write_file", "provisioning", rec["state"])
             host, rel = self.host_of(rec, m), pc[len(contained.components(m["path"])):]
@@ -973,7 +976,9 @@ class Server:
         p = self.p
         try:
             if method in NULL_PARAMS:
-                if params is not None:
+                # PROTOCOL.md says `null`; an absent or empty-object params is
+                # accepted too (the reference server accepts `{}`)
+                if params not in (None, {}):
                     raise RpcError(-32602, "params must be null")
             elif method in PARAMS:
                 check_members(params, *PARAMS[method], method)
