@@ -222,7 +222,16 @@ class Provider:
             return self._root_image
         arg = self.root_image_arg
         if not arg:
-            raise RuntimeError("no root image: pass --root-image or set CHECKFU_ROOT_IMAGE")
+            # fall back to the local fixture `checkfu sandbox fixture` builds (it is
+            # labelled checkfu.sandbox.fixture=true); never a registry
+            p = docker("images", "--no-trunc", "--filter", "label=checkfu.sandbox.fixture=true",
+                       "--format", "{{.ID}} {{.Repository}}", check=False)
+            rows = [l.split() for l in p.stdout.decode().splitlines() if l.strip()]
+            if not rows:
+                raise RuntimeError("no root image: pass --root-image, set CHECKFU_ROOT_IMAGE, "
+                                   "or build the fixture with `checkfu sandbox fixture`")
+            image_id, repo = rows[0][0], (rows[0][1:] or ["checkfu-fixture"])[0]
+            arg = "%s@%s" % (repo if repo != "<none>" else "checkfu-fixture", image_id)
         ref = arg.split("@", 1)[1] if "@" in arg else arg
         p = docker("image", "inspect", "--format", "{{.Id}} {{json .RepoTags}}", ref, check=False)
         if p.returncode != 0:
@@ -566,6 +575,10 @@ class Provider:
             rc = proc.returncode
             if rc < 0:  # the docker client itself died of a signal
                 raise op_failed("execute", "provider_error", "docker exec died of signal %d" % -rc)
+            if rc != 0 and bytes(bufs["stderr"]).startswith(b"Error response from daemon"):
+                # the daemon refused the exec (container gone or stopped): not the workload's status
+                raise op_failed("execute", "provider_error",
+                                bytes(bufs["stderr"]).decode(errors="replace").strip()[:500])
             exit_ = {"exit_code": rc}
         return {"exit": exit_, "stdout_base64": b64(bytes(bufs["stdout"])),
                 "stderr_base64": b64(bytes(bufs["stderr"])),
@@ -862,6 +875,7 @@ class Server:
         self.cancelled = set()
         self.pending = set()
         self.plock = threading.Lock()
+        self.threads = []
 
     def send(self, msg):
         line = json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
@@ -914,7 +928,11 @@ class Server:
                                "error": {"code": -32600, "message": "unknown member in message"}})
                 continue
             self.dispatch(msg)
-        # the connection ended: handles are dropped unrun; objects stay for cleanup
+        # the connection ended: let calls in flight settle (an allocation is never
+        # abandoned half-made), then drop handles unrun; objects stay for cleanup
+        deadline = time.time() + 150
+        for t in self.threads:
+            t.join(timeout=max(0.0, deadline - time.time()))
         for s in list(self.p.listeners.values()):
             s.close()
 
@@ -936,7 +954,9 @@ class Server:
             return
         with self.plock:
             self.pending.add(rid)
-        threading.Thread(target=self.handle, args=(rid, method, params), daemon=True).start()
+        t = threading.Thread(target=self.handle, args=(rid, method, params), daemon=True)
+        self.threads = [x for x in self.threads if x.is_alive()] + [t]
+        t.start()
 
     def notification(self, method, params):
         if method == "sandbox/commit":
