@@ -126,7 +126,7 @@ PARAMS = {
     "conformance/stopListener": ({"host", "port", "token"}, set()),
 }
 NULL_PARAMS = {"sandbox/capabilities", "conformance/describe", "conformance/startListener",
-               "conformance/liveObjects"}
+               "conformance/liveObjects", "conformance/close"}
 COMMAND_KEYS = ({"executable", "working_directory", "output_limit_bytes", "timeout_seconds"},
                 {"arguments", "environment", "stdin_base64"})
 
@@ -178,6 +178,7 @@ class Provider:
         self.listeners = {}  # (host, port, token) -> socket
         self.exec_kill = {}  # request id -> callable
         self._root_image = None
+        self.created = set()  # instance ids this process provisioned (conformance/close)
 
     # ---- envelope
     def capabilities(self):
@@ -366,6 +367,7 @@ class Provider:
             with open(os.path.join(tmp, "record.json"), "w") as f:
                 json.dump(rec, f)
             os.rename(tmp, final)
+            self.created.add(iid)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -790,6 +792,19 @@ class Provider:
         return {"instances": sorted(ids), "snapshots": []}
 
     # ---- conformance hooks
+    def close(self):
+        """conformance/close: everything this provider process created is gone
+        (instances it provisioned, listeners, probe containers). Idempotent."""
+        for key in list(self.listeners):
+            self.stop_listener({"host": key[0], "port": key[1], "token": key[2]})
+        for iid in sorted(self.created):
+            self.destroy_id(iid)
+        ps = docker("ps", "-aq", "--filter", "label=%s.probe=1" % LABEL,
+                    "--filter", "label=%s.scope=%s" % (LABEL, self.scope), check=False)
+        for cid in ps.stdout.decode().split():
+            docker("rm", "-f", cid, check=False)
+        return None
+
     def describe(self):
         return {"name": "python-docker (examples/python-provider)",
                 "declared_tokens": self.TOKENS, "root_image": self.root_image(),
@@ -1027,6 +1042,7 @@ class Server:
                 "conformance/stopListener": lambda: p.stop_listener(params),
                 "conformance/controlProbe": lambda: p.control_probe(params),
                 "conformance/liveObjects": lambda: p.live_objects(),
+                "conformance/close": lambda: p.close(),
             }
             fn = table.get(method)
             if fn is None:

@@ -303,6 +303,11 @@ def main():
     check(ub(probe["data_base64"]) == lst["token"].encode(), "the control probe reaches the listener")
     check(peer.call("conformance/stopListener", lst).get("result", 1) is None, "stopListener")
 
+    leak = peer.call("sandbox/provision", request([]))["result"]["value"]["instance_id"]
+    check(peer.call("conformance/close").get("result", 1) is None, "conformance/close")
+    check(leak not in peer.call("conformance/liveObjects")["result"]["instances"],
+          "close removed what this process created")
+    check(peer.call("conformance/close").get("result", 1) is None, "conformance/close is idempotent")
     check(peer.close() == 0, "the provider exits 0 when stdin closes")
     left = subprocess.run(["docker", "ps", "-aq", "--filter", "label=checkfu.python-provider.scope=" + scope],
                           capture_output=True, text=True).stdout.split()
