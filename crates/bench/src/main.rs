@@ -457,10 +457,9 @@ async fn figures_docker(
                 .write_file(&id, "/mnt/session/outputs/big", bytes.clone())
                 .await
                 .map_err(f)?;
-            let host =
-                checkfu_sandbox_docker::store::Layout::new(b.provider.state_dir().to_path_buf())
-                    .outputs_dir(&id)
-                    .join("big");
+            let host = checkfu_sandbox_docker::Layout::new(b.provider.state_dir().to_path_buf())
+                .outputs_dir(&id)
+                .join("big");
             let host_text = host.to_string_lossy().into_owned();
             let ours = time(reps(20), || async {
                 let got = b

@@ -77,6 +77,8 @@ enum SandboxCommand {
     Faults(cmd::faults::FaultsArgs),
     /// Write or check the machine-readable author kit (JSON Schema and golden vectors).
     Schema(cmd::schema::SchemaArgs),
+    /// Serve a provider over the wire protocol on stdio or a Unix socket.
+    Serve(cmd::serve::ServeArgs),
 }
 
 /// Tracing to stderr under `RUST_LOG`; off when it is unset or malformed, so
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
         Top::Sandbox(SandboxCommand::Fixture(args)) => cmd::fixture::run(args),
         Top::Sandbox(SandboxCommand::Faults(args)) => cmd::faults::run(args),
         Top::Sandbox(SandboxCommand::Schema(args)) => cmd::schema::run(args),
+        Top::Sandbox(SandboxCommand::Serve(args)) => cmd::serve::run(args),
         Top::Completions { shell } => {
             let shell = match shell {
                 CompletionShell::Bash => clap_complete::Shell::Bash,

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use checkfu_sandbox_contract::{
@@ -43,7 +42,7 @@ pub fn op_failed(step: &str, failure: SandboxFailure) -> CaseFailure {
     CaseFailure {
         step: step.to_owned(),
         message: failure.to_string(),
-        errors: failure.causes,
+        errors: failure.into_causes(),
     }
 }
 
@@ -52,18 +51,18 @@ pub async fn step<T>(name: &str, fut: impl Future<Output = Result<T, SandboxFail
     fut.await.map_err(|f| op_failed(name, f))
 }
 
-static TOKEN_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh token no workload can predict: 32 hex digits of SHA-256 over
-/// the process id, a counter and the wall clock.
+/// A fresh token no workload can predict: 32 hex digits (16 bytes) from
+/// the operating system's CSPRNG. `label` only names the caller.
+///
+/// # Panics
+/// When the operating system has no random source (getrandom fails); no
+/// honest token can be made then.
 pub fn fresh_token(label: &str) -> String {
-    let n = TOKEN_COUNTER.fetch_add(1, Ordering::SeqCst);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let digest = Sha256::digest(format!("{label}/{}/{n}/{nanos}", std::process::id()).as_bytes());
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    let mut bytes = [0u8; 16];
+    if let Err(e) = getrandom::fill(&mut bytes) {
+        panic!("{label}: the operating system's random source failed: {e}");
+    }
+    hex::encode(bytes)
 }
 
 /// Everything a case needs.
@@ -196,7 +195,7 @@ impl Ctx {
             .target
             .start_listener()
             .await
-            .map_err(|m| fail(name, m))?;
+            .map_err(|m| fail(name, m.to_string()))?;
         lock(&self.listeners).push(l.clone());
         Ok(l)
     }

@@ -15,11 +15,13 @@ pub use checkfu_sandbox_contract::conformance::{evidence, token};
 pub mod context;
 pub mod faults;
 pub mod git;
+pub mod junit;
+pub mod scratch;
 pub mod suite;
 pub mod target;
-pub mod targets;
 
 pub use evidence::{CaseFailure, CaseRecord, Evidence, Outcome, Summary, SUITE_REVISION};
+pub use junit::junit_xml;
 pub use suite::{run_suite, Progress, SuiteError, SuiteOptions};
-pub use target::{ConformanceTarget, Listener, LiveObjects};
-pub use token::{case, missing, CaseInfo, Token, CASES};
+pub use target::{ConformanceTarget, Listener, LiveObjects, TargetError};
+pub use token::{case, missing, CaseInfo, Token, UnbackedToken, CASES};

@@ -104,9 +104,9 @@ pub async fn run_suite(
     for token in &declared {
         token
             .backed_by(&envelope)
-            .map_err(|needs| SuiteError::UnbackedToken {
-                token: *token,
-                needs,
+            .map_err(|e| SuiteError::UnbackedToken {
+                token: e.token,
+                needs: e.needs.to_owned(),
             })?;
     }
     let started_at = target.clock().now().to_string();

@@ -31,6 +31,43 @@ pub struct LiveObjects {
     pub snapshots: BTreeSet<String>,
 }
 
+/// Why a target hook failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    /// The platform behind the target (a daemon, a network, a fixture, a
+    /// state directory) could not do `operation`.
+    #[error("{operation}: {reason}")]
+    Platform {
+        /// What the target was doing (`listener`, `inventory`, ...).
+        operation: String,
+        /// The platform's own message, with its causes.
+        reason: String,
+    },
+    /// The positive control found nothing listening where the listener was
+    /// started.
+    #[error("nothing listens at {host}:{port}")]
+    NotListening {
+        /// Host name or address dialled.
+        host: String,
+        /// TCP port dialled.
+        port: u16,
+    },
+    /// [`ConformanceTarget::close`] could not remove everything of the
+    /// target's scope; each entry names one object and why.
+    #[error("left after closing: {}", .0.join("; "))]
+    Leftovers(Vec<String>),
+}
+
+impl TargetError {
+    /// A [`TargetError::Platform`] for `operation` with `reason`.
+    pub fn platform(operation: impl Into<String>, reason: impl ToString) -> Self {
+        TargetError::Platform {
+            operation: operation.into(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
 /// A provider under test, with the hooks the cases need.
 ///
 /// Network hooks must only ever start listeners on this machine: on
@@ -64,15 +101,16 @@ pub trait ConformanceTarget: Send + Sync {
     /// Starts a listener outside the sandbox.
     ///
     /// # Errors
-    /// A message when no listener could be started.
-    async fn start_listener(&self) -> Result<Listener, String>;
+    /// [`TargetError::Platform`] when no listener could be started.
+    async fn start_listener(&self) -> Result<Listener, TargetError>;
 
     /// The positive control: dial `listener` from a vantage point that
     /// must reach it, returning what it sent.
     ///
     /// # Errors
-    /// A message when the control could not dial it.
-    async fn control_probe(&self, listener: &Listener) -> Result<Vec<u8>, String>;
+    /// [`TargetError::NotListening`] or [`TargetError::Platform`] when the
+    /// control could not dial it.
+    async fn control_probe(&self, listener: &Listener) -> Result<Vec<u8>, TargetError>;
 
     /// Stops a listener (idempotent).
     async fn stop_listener(&self, listener: &Listener);
@@ -80,6 +118,16 @@ pub trait ConformanceTarget: Send + Sync {
     /// What the provider holds now, observed from the platform's own state.
     ///
     /// # Errors
-    /// A message when the platform could not be asked.
-    async fn live_objects(&self) -> Result<LiveObjects, String>;
+    /// [`TargetError::Platform`] when the platform could not be asked.
+    async fn live_objects(&self) -> Result<LiveObjects, TargetError>;
+
+    /// Removes everything of the target's scope: every instance and
+    /// snapshot it holds, every listener, and whatever platform objects and
+    /// directories the target itself created. Idempotent; the target must
+    /// not be used afterwards. Callers close a target on every way out of
+    /// a suite: success, failure and interrupt.
+    ///
+    /// # Errors
+    /// [`TargetError::Leftovers`] naming what could not be removed.
+    async fn close(&self) -> Result<(), TargetError>;
 }

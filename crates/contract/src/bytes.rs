@@ -5,7 +5,6 @@ use std::fmt;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Owned bytes that travel as standard padded base64.
@@ -69,7 +68,8 @@ impl<'de> Deserialize<'de> for Bytes {
     }
 }
 
-impl JsonSchema for Bytes {
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Bytes {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Base64Bytes".into()
     }

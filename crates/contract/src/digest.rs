@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A SHA-256 digest in the form `sha256:` followed by 64 lower-case hex digits.
@@ -47,12 +46,7 @@ impl Digest {
 
     /// The digest of `bytes`, computed by the caller's SHA-256 as 32 raw bytes.
     pub fn from_sha256_bytes(raw: [u8; 32]) -> Self {
-        let mut s = String::with_capacity(71);
-        s.push_str("sha256:");
-        for b in raw {
-            s.push_str(&format!("{b:02x}"));
-        }
-        Digest(s)
+        Digest(format!("sha256:{}", hex::encode(raw)))
     }
 
     /// The full `sha256:<hex>` text.
@@ -87,7 +81,8 @@ impl<'de> Deserialize<'de> for Digest {
         Digest::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
-impl JsonSchema for Digest {
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Digest {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Digest".into()
     }
@@ -169,7 +164,8 @@ impl<'de> Deserialize<'de> for ImageReference {
         ImageReference::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
-impl JsonSchema for ImageReference {
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for ImageReference {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "ImageReference".into()
     }
@@ -204,5 +200,15 @@ mod tests {
         assert!(ImageReference::parse(&format!("@sha256:{HEX}")).is_err());
         assert!(ImageReference::parse("busybox:latest").is_err());
         assert!(ImageReference::parse(&format!("Busy@sha256:{HEX}")).is_err());
+    }
+
+    #[test]
+    fn raw_bytes_render_as_lower_case_hex() {
+        let mut raw = [0u8; 32];
+        raw[0] = 0xAB;
+        raw[31] = 0x0F;
+        let d = Digest::from_sha256_bytes(raw);
+        assert_eq!(d.hex(), format!("ab{}0f", "0".repeat(60)));
+        assert_eq!(Digest::parse(d.as_str()), Ok(d));
     }
 }

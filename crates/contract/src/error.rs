@@ -8,7 +8,6 @@
 
 use std::fmt;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::capabilities::RetentionMode;
@@ -19,9 +18,22 @@ use crate::capabilities::RetentionMode;
 /// The spec's list has eleven values; `snapshot_clone` is added because the
 /// spec's capability table refuses a clone with it (DESIGN D4).
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Requirement {
     /// The isolation tier (`container`, ...).
     Tier,
@@ -52,20 +64,7 @@ pub enum Requirement {
 impl Requirement {
     /// The snake_case wire name.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Requirement::Tier => "tier",
-            Requirement::Platform => "platform",
-            Requirement::BaseImage => "base_image",
-            Requirement::Packages => "packages",
-            Requirement::NetworkPolicy => "network_policy",
-            Requirement::Retention => "retention",
-            Requirement::Snapshots => "snapshots",
-            Requirement::Resources => "resources",
-            Requirement::Mounts => "mounts",
-            Requirement::PhysicallyContainedFileRead => "physically_contained_file_read",
-            Requirement::ActiveMountWrite => "active_mount_write",
-            Requirement::SnapshotClone => "snapshot_clone",
-        }
+        self.into()
     }
 }
 
@@ -76,8 +75,21 @@ impl fmt::Display for Requirement {
 }
 
 /// Closed reasons for `SandboxOperationFailed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FailureReason {
     /// A bound on time was exceeded (a rollback past 30 s, a case deadline).
     TimedOut,
@@ -100,8 +112,21 @@ pub enum FailureReason {
 }
 
 /// Which output stream of a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum OutputStream {
     /// Standard output.
     Stdout,
@@ -109,18 +134,23 @@ pub enum OutputStream {
     Stderr,
 }
 
+impl OutputStream {
+    /// The snake_case wire name.
+    pub fn as_str(&self) -> &'static str {
+        self.into()
+    }
+}
+
 impl fmt::Display for OutputStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            OutputStream::Stdout => "stdout",
-            OutputStream::Stderr => "stderr",
-        })
+        f.write_str(self.as_str())
     }
 }
 
 /// One adapter that selection could not use, with every requirement it
 /// failed (part of `SandboxAdapterUnavailable`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UnmetAdapter {
     /// The adapter's provider id.
@@ -138,7 +168,18 @@ pub struct UnmetAdapter {
 /// (`instance_identity`, `snapshot_identity`, `clone_identity`,
 /// `open_process_identity`), a decode name (`decode_<type>`), or a member
 /// name with a `_rollback` / `_destroy` suffix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    thiserror::Error,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "_tag", deny_unknown_fields)]
 pub enum SandboxError {
     /// A requirement the provider (or this instance) cannot meet.
@@ -182,7 +223,7 @@ pub enum SandboxError {
         actual: String,
     },
     /// The operation was attempted and failed.
-    #[error("operation failed: {operation}: {}{}{}", reason_str(*reason), suffix(message), field_suffix(field, expected, actual))]
+    #[error("operation failed: {operation}: {}{}{}", reason.as_str(), suffix(message), field_suffix(field, expected, actual))]
     SandboxOperationFailed {
         /// The failed operation (may end in `_rollback` or `_destroy`).
         operation: String,
@@ -277,20 +318,6 @@ fn field_suffix(
     }
 }
 
-fn reason_str(r: FailureReason) -> &'static str {
-    match r {
-        FailureReason::TimedOut => "timed_out",
-        FailureReason::OutsideRoot => "outside_root",
-        FailureReason::NotFound => "not_found",
-        FailureReason::NotRegularFile => "not_regular_file",
-        FailureReason::InvalidRequest => "invalid_request",
-        FailureReason::PathNotAdmitted => "path_not_admitted",
-        FailureReason::ReadOnly => "read_only",
-        FailureReason::ProviderError => "provider_error",
-        FailureReason::Interrupted => "interrupted",
-    }
-}
-
 fn unmet_list(adapters: &[UnmetAdapter]) -> String {
     if adapters.is_empty() {
         return "no adapters registered".into();
@@ -308,26 +335,14 @@ fn unmet_list(adapters: &[UnmetAdapter]) -> String {
 impl FailureReason {
     /// The snake_case wire name.
     pub fn as_str(&self) -> &'static str {
-        reason_str(*self)
+        self.into()
     }
 }
 
 impl SandboxError {
     /// The wire `_tag` of this error.
     pub fn tag(&self) -> &'static str {
-        match self {
-            SandboxError::SandboxCapabilityUnavailable { .. } => "SandboxCapabilityUnavailable",
-            SandboxError::SandboxFileTooLarge { .. } => "SandboxFileTooLarge",
-            SandboxError::SandboxInstanceNotFound { .. } => "SandboxInstanceNotFound",
-            SandboxError::SandboxLifecycleConflict { .. } => "SandboxLifecycleConflict",
-            SandboxError::SandboxOperationFailed { .. } => "SandboxOperationFailed",
-            SandboxError::SandboxOutputLimitExceeded { .. } => "SandboxOutputLimitExceeded",
-            SandboxError::SandboxSnapshotForbidden { .. } => "SandboxSnapshotForbidden",
-            SandboxError::SandboxSnapshotNotFound { .. } => "SandboxSnapshotNotFound",
-            SandboxError::SandboxAdapterUnavailable { .. } => "SandboxAdapterUnavailable",
-            SandboxError::SandboxAdapterAmbiguous { .. } => "SandboxAdapterAmbiguous",
-            SandboxError::SandboxProtocolInvalid { .. } => "SandboxProtocolInvalid",
-        }
+        self.into()
     }
 
     /// True for the three tags only the runtime may author.
@@ -416,36 +431,127 @@ impl SandboxError {
 ///
 /// Wire form: `{"causes": [<SandboxError>, ...]}` with at least one cause.
 /// Display joins the causes with `; then `.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxFailure {
     /// The causes, first the one that started the failure.
-    pub causes: Vec<SandboxError>,
+    causes: Causes,
+}
+
+/// At least one cause: the first, then the later ones in order. An empty
+/// list cannot be built, and `causes: []` is refused at decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Causes {
+    first: SandboxError,
+    later: Vec<SandboxError>,
+}
+
+impl Serialize for Causes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(1 + self.later.len()))?;
+        seq.serialize_element(&self.first)?;
+        for cause in &self.later {
+            seq.serialize_element(cause)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Causes {
+    /// # Errors
+    /// serde's invalid-length error (`invalid length 0, expected at least
+    /// one cause`) for an empty list; the wire decoder reports it as
+    /// `SandboxProtocolInvalid{field: "causes", actual: "[]"}`.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut all = Vec::<SandboxError>::deserialize(deserializer)?.into_iter();
+        match all.next() {
+            Some(first) => Ok(Causes {
+                first,
+                later: all.collect(),
+            }),
+            None => Err(serde::de::Error::invalid_length(0, &"at least one cause")),
+        }
+    }
+}
+
+/// The schema of a list of causes, as `Vec<SandboxError>` has.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Causes {
+    fn inline_schema() -> bool {
+        <Vec<SandboxError>>::inline_schema()
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        <Vec<SandboxError>>::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        <Vec<SandboxError>>::schema_id()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <Vec<SandboxError>>::json_schema(generator)
+    }
 }
 
 impl SandboxFailure {
-    /// The first cause.
+    /// A failure of `first` followed by `later`, in order.
+    pub fn new(first: SandboxError, later: impl IntoIterator<Item = SandboxError>) -> Self {
+        SandboxFailure {
+            causes: Causes {
+                first,
+                later: later.into_iter().collect(),
+            },
+        }
+    }
+
+    /// The first cause: the one that started the failure.
     pub fn error(&self) -> &SandboxError {
-        // Invariant: constructed only with at least one cause.
-        &self.causes[0]
+        &self.causes.first
+    }
+
+    /// The causes after the first, in order (empty for a single cause).
+    pub fn later(&self) -> &[SandboxError] {
+        &self.causes.later
+    }
+
+    /// Every cause in order, the first first.
+    pub fn causes(&self) -> impl Iterator<Item = &SandboxError> {
+        std::iter::once(&self.causes.first).chain(&self.causes.later)
+    }
+
+    /// How many causes (at least one).
+    pub fn cause_count(&self) -> usize {
+        1 + self.causes.later.len()
+    }
+
+    /// Every cause in order, the first first, by value.
+    pub fn into_causes(self) -> Vec<SandboxError> {
+        let Causes { first, mut later } = self.causes;
+        later.insert(0, first);
+        later
     }
 
     /// This failure followed by `later`.
     pub fn then(mut self, later: impl Into<SandboxFailure>) -> Self {
-        self.causes.extend(later.into().causes);
+        let later = later.into();
+        self.causes.later.push(later.causes.first);
+        self.causes.later.extend(later.causes.later);
         self
     }
 }
 
 impl From<SandboxError> for SandboxFailure {
     fn from(e: SandboxError) -> Self {
-        SandboxFailure { causes: vec![e] }
+        SandboxFailure::new(e, [])
     }
 }
 
 impl fmt::Display for SandboxFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, c) in self.causes.iter().enumerate() {
+        for (i, c) in self.causes().enumerate() {
             if i > 0 {
                 f.write_str("; then ")?;
             }
@@ -494,5 +600,10 @@ mod tests {
         let second = text.find("SandboxOperationFailed").unwrap();
         assert!(first < second, "{text}");
         assert_eq!(f.error().tag(), "SandboxProtocolInvalid");
+        assert_eq!(f.cause_count(), 2);
+        assert_eq!(f.later()[0].tag(), "SandboxOperationFailed");
+        let tags: Vec<&str> = f.causes().map(SandboxError::tag).collect();
+        assert_eq!(tags, ["SandboxProtocolInvalid", "SandboxOperationFailed"]);
+        assert_eq!(f.into_causes().len(), 2);
     }
 }

@@ -7,43 +7,13 @@ use serde::Serialize;
 
 use crate::bounds::OUTPUT_PATH;
 use crate::capabilities::SandboxProviderCapabilities;
-use crate::error::SandboxError;
 use crate::types::{
     InstanceState, SandboxInstance, SandboxProcessEvidence, SandboxProcessRequest,
     SandboxProvisionRequest, SandboxSnapshot,
 };
 use crate::Timestamp;
 
-/// One field that disagrees: its path and both values, rendered as JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mismatch {
-    /// Field path, e.g. `materialization.image_digest`.
-    pub field: String,
-    /// What the check expected.
-    pub expected: String,
-    /// What it got.
-    pub actual: String,
-}
-
-impl Mismatch {
-    /// A mismatch from its parts.
-    pub fn new(
-        field: impl Into<String>,
-        expected: impl Into<String>,
-        actual: impl Into<String>,
-    ) -> Self {
-        Mismatch {
-            field: field.into(),
-            expected: expected.into(),
-            actual: actual.into(),
-        }
-    }
-
-    /// This mismatch as `SandboxProtocolInvalid` under `operation`.
-    pub fn into_error(self, operation: &str) -> SandboxError {
-        SandboxError::protocol(operation, self.field, self.expected, self.actual)
-    }
-}
+pub use crate::mismatch::Mismatch;
 
 /// Renders a value for a mismatch message: compact JSON.
 fn show<T: Serialize>(v: &T) -> String {

@@ -17,10 +17,12 @@ pub mod capabilities;
 pub mod clock;
 pub mod conformance;
 pub mod digest;
+pub mod envelope;
 pub mod error;
 pub mod identity;
-pub mod kit;
+pub mod mismatch;
 pub mod provider;
+pub mod sweep;
 pub mod timestamp;
 pub mod types;
 pub mod validate;
@@ -30,10 +32,12 @@ pub use bytes::Bytes;
 pub use capabilities::*;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use digest::{Digest, DigestError, ImageReference};
+pub use envelope::{EnvelopeRule, EnvelopeViolation};
 pub use error::{
     FailureReason, OutputStream, Requirement, SandboxError, SandboxFailure, UnmetAdapter,
 };
-pub use identity::Mismatch;
+pub use mismatch::Mismatch;
 pub use provider::*;
+pub use sweep::{CleanupInventory, SweepCandidate};
 pub use timestamp::{Timestamp, TimestampError};
 pub use types::*;

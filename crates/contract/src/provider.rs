@@ -101,6 +101,10 @@ pub mod op {
     pub const CLONE_IDENTITY: &str = "clone_identity";
     /// Process evidence cross-check.
     pub const OPEN_PROCESS_IDENTITY: &str = "open_process_identity";
+    /// resolveImage (contract extension).
+    pub const RESOLVE_IMAGE: &str = "resolve_image";
+    /// cleanupInventory (contract extension).
+    pub const CLEANUP_INVENTORY: &str = "cleanup_inventory";
 }
 
 /// The required members of a sandbox provider.
@@ -200,6 +204,47 @@ pub trait SandboxProvider: Send + Sync {
     fn begin_active_write(&self) -> Option<&dyn ActiveWriteMember> {
         None
     }
+
+    /// The optional resolveImage member (a contract extension), if
+    /// implemented.
+    fn resolve_image(&self) -> Option<&dyn ResolveImageMember> {
+        None
+    }
+
+    /// The optional cleanupInventory member (a contract extension), if
+    /// implemented.
+    fn cleanup_inventory(&self) -> Option<&dyn CleanupInventoryMember> {
+        None
+    }
+}
+
+/// resolveImage (contract extension): pin a local image reference.
+///
+/// The runtime checks the answer: a well-formed `name@sha256:<64 hex>`
+/// naming the same image name, and for a pinned input the input itself.
+#[async_trait]
+pub trait ResolveImageMember: Send + Sync {
+    /// Resolves `reference` (`name[:tag]` or `name@sha256:<hex>`) to the
+    /// pinned reference of the image it designates now, in the provider's
+    /// own image store; no registry is contacted.
+    ///
+    /// # Errors
+    /// `SandboxCapabilityUnavailable{requirement: base_image}` for a
+    /// malformed or unknown image; another closed error when the store
+    /// cannot be asked.
+    async fn resolve_image(&self, reference: &str) -> Result<String, SandboxError>;
+}
+
+/// cleanupInventory (contract extension): every live instance and snapshot
+/// with its times, so that the runtime can tell what a cleanup would sweep
+/// (the rule of [`crate::sweep`]) without sweeping.
+#[async_trait]
+pub trait CleanupInventoryMember: Send + Sync {
+    /// The provider's live objects now; nothing is changed.
+    ///
+    /// # Errors
+    /// A closed error when the provider cannot observe its own state.
+    async fn cleanup_inventory(&self) -> Result<crate::sweep::CleanupInventory, SandboxError>;
 }
 
 /// readFiles: a native batch read inside one `allowed_root`.

@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use time::format_description::FormatItem;
 use time::macros::format_description;
@@ -139,7 +138,8 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
-impl JsonSchema for Timestamp {
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Timestamp {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Timestamp".into()
     }

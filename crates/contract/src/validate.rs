@@ -21,7 +21,7 @@ use crate::bounds::{
     MAX_READ_FILES_COUNT, MAX_READ_FILE_BYTES, MAX_STDIN_BYTES, RESERVED_ROOTS,
 };
 use crate::error::{Requirement, SandboxError};
-use crate::identity::Mismatch;
+use crate::mismatch::Mismatch;
 use crate::types::{
     ActiveWriteRequest, CleanupRequest, ListDirRequest, ListProjectDirRequest, ReadFileRequest,
     ReadFilesRequest, SandboxCommand, SandboxMount, SandboxProcessRequest, WriteFileRequest,

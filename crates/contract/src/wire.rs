@@ -241,4 +241,37 @@ mod tests {
     fn revision_literal_is_pinned() {
         assert_eq!(WIRE_REVISION, "checkfu.sandbox/v1");
     }
+
+    #[test]
+    fn empty_causes_are_refused_at_decode_naming_the_field() {
+        let refused = decode::<crate::SandboxFailure>("failure", br#"{"causes": []}"#);
+        assert_eq!(
+            refused,
+            Err(SandboxError::protocol(
+                "decode_failure",
+                "causes",
+                "invalid length 0, expected at least one cause",
+                "[]"
+            ))
+        );
+    }
+
+    #[test]
+    fn a_combined_failure_round_trips_in_order() {
+        let f = crate::SandboxFailure::new(
+            SandboxError::protocol("instance_identity", "expires_at", "a", "b"),
+            [SandboxError::failed(
+                "provision_rollback",
+                crate::FailureReason::TimedOut,
+                "30 s",
+            )],
+        );
+        let wire = serde_json::to_value(&f).unwrap();
+        assert_eq!(wire["causes"].as_array().map(Vec::len), Some(2));
+        assert_eq!(wire["causes"][1]["_tag"], "SandboxOperationFailed");
+        assert_eq!(
+            decode_value::<crate::SandboxFailure>("failure", &wire),
+            Ok(f)
+        );
+    }
 }

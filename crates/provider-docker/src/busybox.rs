@@ -5,7 +5,16 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::fixture::FixtureError;
+/// No usable busybox at the given path, and fetching the package failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot use busybox at {path:?}: {reason}")]
+pub struct BusyboxError {
+    /// Path given.
+    pub path: PathBuf,
+    /// What the fetch tried, with the command that installs the package by
+    /// hand.
+    pub reason: String,
+}
 
 /// The Debian package that ships a static busybox.
 pub const BUSYBOX_PACKAGE: &str = "busybox-static";
@@ -48,15 +57,19 @@ async fn run(program: &str, args: &[&str], dir: &Path) -> Result<(), String> {
 
 /// `preferred` when it exists; otherwise the busybox of the
 /// `busybox-static` package, downloaded and unpacked once into
-/// [`cache_dir`] (reported through `progress`).
+/// the cache directory (`$CHECKFU_CACHE_DIR`, else `$XDG_CACHE_HOME/checkfu`,
+/// else `$HOME/.cache/checkfu`; reported through `progress`).
 ///
 /// # Errors
-/// [`FixtureError::Busybox`] naming `preferred` and what the fetch tried,
+/// [`BusyboxError`] naming `preferred` and what the fetch tried,
 /// with the command that installs the package by hand.
+// The busybox path and the package cache are the operator's host files,
+// not a sandbox tree.
+#[allow(clippy::disallowed_methods)]
 pub async fn locate_busybox(
     preferred: &Path,
     progress: &mut (dyn FnMut(&str) + Send),
-) -> Result<PathBuf, FixtureError> {
+) -> Result<PathBuf, BusyboxError> {
     if preferred.exists() {
         return Ok(preferred.to_path_buf());
     }
@@ -65,7 +78,7 @@ pub async fn locate_busybox(
     if unpacked.exists() {
         return Ok(unpacked);
     }
-    let fail = |reason: String| FixtureError::Busybox {
+    let fail = |reason: String| BusyboxError {
         path: preferred.to_path_buf(),
         reason: format!(
             "{reason}; install it with `apt-get install {BUSYBOX_PACKAGE}` or pass its path"

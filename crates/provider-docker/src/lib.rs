@@ -3,32 +3,65 @@
 //! [`DockerProvider`] implements the contract's
 //! [`SandboxProvider`](checkfu_sandbox_contract::SandboxProvider) over the
 //! local Docker daemon, with the optional readFiles, listDir,
-//! listProjectDir and openProcess members (see [`provider`] for the
-//! design: objects, labels, user, snapshots). It is built in layers:
+//! listProjectDir and openProcess members. Objects, labels, the workload
+//! user, snapshots and containment are described on [`DockerProvider`]'s
+//! module (`src/provider/mod.rs`).
 //!
-//! * [`contained`]: physically contained reads and walks on the host
-//!   directories the provider owns (openat2, `RESOLVE_BENEATH`);
-//! * [`fixture`]: builds the offline `FROM scratch` busybox fixture image
-//!   (from Debian's `busybox-static` at [`fixture::DEFAULT_BUSYBOX_PATH`],
-//!   `/bin/busybox`) with [`fixture::ensure_fixture`], and resolves pinned
-//!   image references;
-//! * [`daemon`]: thin helpers over bollard for containers, bounded and
-//!   streaming execs, commits, label sweeps and snapshot archives;
-//! * [`store`]: the state directory (records, host directories, contained
-//!   writes);
-//! * [`provider`] and the private `process` module: the provider itself;
+//! # Public API
+//!
+//! * the provider: [`DockerProvider`], [`DockerConfig`],
+//!   [`DockerProviderError`], [`Inventory`], [`ObjectTimes`],
+//!   [`host_platform`], [`envelope`] and the identity constants
+//!   ([`PROVIDER_ID`], [`PROVIDER_REVISION`], [`MATERIALIZATION_REVISION`]);
+//! * [`labels`]: the `checkfu.sandbox.*` label keys and values every object
+//!   carries, for callers that list or sweep the daemon themselves;
+//! * [`fixture`]: the offline `FROM scratch` busybox fixture image
+//!   ([`fixture::ensure_fixture`], [`fixture::resolve_image`]), with
+//!   [`locate_busybox`] finding a static busybox;
+//! * [`daemon`]: the thin helpers over bollard the provider is built on
+//!   (containers, bounded and streaming execs, process-group kill);
+//! * [`archive_dir`] / [`extract_archive`]: snapshot archives of host
+//!   directories;
 //! * [`testnet`]: listeners and a control dialer on a private network, for
-//!   the egress conformance cases.
+//!   the egress conformance cases;
+//! * [`Layout`]: where the state directory keeps records and host
+//!   directories.
+//!
+//! Contained reads and writes on host directories come from
+//! [`checkfu_sandbox_contained`].
 
-pub mod busybox;
-pub mod contained;
+mod archive;
+mod busybox;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod daemon;
 pub mod fixture;
+mod leaves;
+mod members;
 mod process;
-pub mod provider;
-pub mod store;
+mod provider;
+mod store;
 pub mod testnet;
 
+pub use archive::{
+    archive_dir, extract_archive, extract_archive_keeping_links, ArchiveSummary, ExtractSummary,
+};
 pub use bollard;
 pub use bollard::Docker;
-pub use provider::{DockerConfig, DockerProvider, DockerProviderError, Inventory, ObjectTimes};
+pub use busybox::{locate_busybox, BusyboxError, BUSYBOX_PACKAGE};
+pub use provider::{
+    envelope, host_platform, DockerConfig, DockerProvider, DockerProviderError, Inventory,
+    ObjectTimes, MATERIALIZATION_REVISION, PROVIDER_ID, PROVIDER_REVISION,
+};
+pub use store::Layout;
+
+/// The labels every container and image of this provider carries
+/// (`checkfu.sandbox.*`), and the values of [`labels::LABEL_KIND`].
+pub mod labels {
+    pub use crate::provider::{
+        INSTANCE_REPOSITORY, KIND_INSTANCE, KIND_SNAPSHOT, LABEL_CREATED_AT, LABEL_EXPIRES_AT,
+        LABEL_INSTANCE_ID, LABEL_KIND, LABEL_PROFILE_DIGEST, LABEL_PROFILE_ID,
+        LABEL_PROFILE_VERSION, LABEL_PROVIDER, LABEL_SCOPE, LABEL_SESSION_ID, LABEL_SNAPSHOT_ID,
+        LABEL_SOURCE_INSTANCE_ID, LABEL_WORKSPACE_ID, SNAPSHOT_REPOSITORY,
+    };
+}

@@ -6,8 +6,10 @@
 //! ceiling are imposed; stdout is lossless with backpressure, stderr is
 //! bounded and best effort (diagnostic).
 
+use std::collections::HashMap;
 use std::io;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use checkfu_sandbox_contract::provider::op;
@@ -19,15 +21,96 @@ use futures_util::{StreamExt, TryStreamExt};
 use tokio_util::compat::TokioAsyncWriteCompatExt;
 
 use crate::daemon::{self, ProcessSignal, StreamingExec};
-use crate::provider::Inner;
 
 /// Bound on a process teardown (kill, then wait for the exit).
 const DESTROY_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
-struct Control {
-    inner: Arc<Inner>,
+/// The live processes of a provider: at most one per instance, each held
+/// by a [`Reservation`] from before its exec starts until it settles.
+#[derive(Debug)]
+pub(crate) struct ProcessTable {
+    /// instance id -> token of the reservation holding it.
+    slots: Mutex<HashMap<String, u64>>,
+    next_token: AtomicU64,
+}
+
+impl ProcessTable {
+    /// An empty table.
+    pub(crate) fn new() -> Self {
+        ProcessTable {
+            slots: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+        }
+    }
+
+    /// Reserves the one process slot of `instance_id`.
+    ///
+    /// # Errors
+    ///
+    /// `SandboxConflict{expected: "no live process", actual:
+    /// "process_already_open"}` when the slot is held;
+    /// `SandboxOperationFailed{provider_error}` when the table is poisoned.
+    pub(crate) fn reserve(
+        self: &Arc<Self>,
+        instance_id: &str,
+    ) -> Result<Reservation, SandboxError> {
+        let mut slots = self.slots.lock().map_err(|_| {
+            SandboxError::failed(
+                op::OPEN_PROCESS,
+                FailureReason::ProviderError,
+                "process table poisoned",
+            )
+        })?;
+        if slots.contains_key(instance_id) {
+            return Err(SandboxError::conflict(
+                op::OPEN_PROCESS,
+                "no live process",
+                "process_already_open",
+            ));
+        }
+        let token = self.next_token.fetch_add(1, Ordering::SeqCst);
+        slots.insert(instance_id.to_owned(), token);
+        Ok(Reservation {
+            table: self.clone(),
+            instance_id: instance_id.to_owned(),
+            token,
+        })
+    }
+}
+
+impl ProcessTable {
+    /// Frees `instance_id`'s slot whoever holds it (the instance is being
+    /// destroyed, and its process with it).
+    pub(crate) fn forget(&self, instance_id: &str) {
+        if let Ok(mut slots) = self.slots.lock() {
+            slots.remove(instance_id);
+        }
+    }
+}
+
+/// One instance's process slot, held until [`Reservation::release`]
+/// (idempotent: releasing twice, or after another reservation took the
+/// slot, changes nothing).
+#[derive(Debug, Clone)]
+pub(crate) struct Reservation {
+    table: Arc<ProcessTable>,
     instance_id: String,
-    reservation: u64,
+    token: u64,
+}
+
+impl Reservation {
+    /// Frees the slot if this reservation still holds it.
+    pub(crate) fn release(&self) {
+        if let Ok(mut slots) = self.table.slots.lock() {
+            if slots.get(&self.instance_id) == Some(&self.token) {
+                slots.remove(&self.instance_id);
+            }
+        }
+    }
+}
+
+struct Control {
+    reservation: Reservation,
     control: daemon::ProcessControl,
 }
 
@@ -60,8 +143,7 @@ impl ProcessControl for Control {
         // Released here as well as by the watcher task in `wrap`, so an
         // open that follows a settled wait is never refused as
         // `process_already_open` because that task has not run yet.
-        self.inner
-            .release_process(&self.instance_id, self.reservation);
+        self.reservation.release();
         exit_of(exit)
     }
 
@@ -82,8 +164,7 @@ impl ProcessControl for Control {
 
     async fn destroy(&self) -> Result<(), SandboxError> {
         let settled = self.control.destroy(DESTROY_BOUND).await;
-        self.inner
-            .release_process(&self.instance_id, self.reservation);
+        self.reservation.release();
         match settled {
             Some(_) => Ok(()),
             None => Err(SandboxError::failed(
@@ -101,9 +182,7 @@ impl ProcessControl for Control {
 /// Turns a started exec into the contract's live process and arranges for
 /// the reservation to be released when it exits.
 pub(crate) fn wrap(
-    inner: Arc<Inner>,
-    instance_id: String,
-    reservation: u64,
+    reservation: Reservation,
     exec: StreamingExec,
     evidence: SandboxProcessEvidence,
 ) -> SandboxProcess {
@@ -114,12 +193,11 @@ pub(crate) fn wrap(
         control,
     } = exec;
     {
-        let inner = inner.clone();
         let control = control.clone();
-        let instance_id = instance_id.clone();
+        let reservation = reservation.clone();
         tokio::spawn(async move {
             control.wait().await;
-            inner.release_process(&instance_id, reservation);
+            reservation.release();
         });
     }
     let output = stdout.map(Ok::<Vec<u8>, io::Error>).into_async_read();
@@ -129,8 +207,6 @@ pub(crate) fn wrap(
         output: Box::pin(output),
         error: Box::pin(error),
         control: Arc::new(Control {
-            inner,
-            instance_id,
             reservation,
             control,
         }),

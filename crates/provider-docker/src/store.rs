@@ -17,30 +17,25 @@
 //! files sit beside them, out of the workload's reach, so they are read and
 //! written with ordinary path-based calls. Everything *inside* a bound
 //! directory is workload-controlled and is only touched through descriptor
-//! based, contained operations ([`write_beneath`], [`ensure_dir_beneath`],
-//! [`crate::contained`]).
+//! based, contained operations ([`checkfu_sandbox_contained`]).
 //!
 //! The records are the provider's on-disk format (revision
 //! [`RECORD_REVISION`]), not a wire type: they let a freshly constructed
 //! provider (a restarted Runner) find every instance, including ones still
 //! in `provisioning` that have no container yet, with no side database.
 
-use std::ffi::OsStr;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use checkfu_sandbox_contained::{self as contained, ContainedError, WalkEntry};
 use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
 use checkfu_sandbox_contract::{
     InstanceState, MountAccess, SandboxProvisionRequest, SandboxSnapshot, Timestamp,
 };
-use rustix::fs::{Mode, OFlags, ResolveFlags};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-
-use crate::contained::{self, ContainedError, WalkEntry};
 
 /// Revision of the on-disk record format.
 pub const RECORD_REVISION: u32 = 1;
@@ -196,6 +191,8 @@ pub fn is_id(prefix: &str, id: &str) -> bool {
 /// # Errors
 ///
 /// A message for unreadable or undecodable files.
+// Records sit beside the bound directories, out of the workload's reach.
+#[allow(clippy::disallowed_methods)]
 pub fn read_record<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, String> {
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
@@ -299,20 +296,6 @@ pub fn relative_to(path: &str, root: &str) -> Option<PathBuf> {
     normal.then_some(rel)
 }
 
-fn map_errno(path: &Path, e: rustix::io::Errno) -> ContainedError {
-    use rustix::io::Errno;
-    let path = path.to_path_buf();
-    match e {
-        Errno::XDEV | Errno::LOOP => ContainedError::OutsideRoot { path },
-        Errno::NOENT => ContainedError::NotFound { path },
-        Errno::NOTDIR => ContainedError::NotRegularFile { path },
-        other => ContainedError::Io {
-            path,
-            source: io::Error::from(other),
-        },
-    }
-}
-
 fn chown_fd(fd: BorrowedFd<'_>, owner: Option<u32>, path: &Path) -> Result<(), ContainedError> {
     if let Some(uid) = owner {
         std::os::unix::fs::fchown(fd, Some(uid), Some(uid)).map_err(|source| {
@@ -323,136 +306,6 @@ fn chown_fd(fd: BorrowedFd<'_>, owner: Option<u32>, path: &Path) -> Result<(), C
         })?;
     }
     Ok(())
-}
-
-/// Opens (creating when missing, mode 0755, owned by `owner`) every
-/// directory of `components` beneath `root`, refusing any symlink on the
-/// way (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), and returns the last one.
-fn open_dirs_creating(
-    root: BorrowedFd<'_>,
-    components: &[&OsStr],
-    owner: Option<u32>,
-    rel: &Path,
-) -> Result<OwnedFd, ContainedError> {
-    let mut dir = rustix::io::fcntl_dupfd_cloexec(root, 0).map_err(|e| map_errno(rel, e))?;
-    for name in components {
-        let created = match rustix::fs::mkdirat(&dir, *name, Mode::from_raw_mode(0o755)) {
-            Ok(()) => true,
-            Err(rustix::io::Errno::EXIST) => false,
-            Err(e) => return Err(map_errno(rel, e)),
-        };
-        let next = rustix::fs::openat2(
-            &dir,
-            *name,
-            // No O_NOFOLLOW: with O_DIRECTORY it turns a symlink into
-            // ENOTDIR; RESOLVE_NO_SYMLINKS refuses it as ELOOP instead.
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-        )
-        .map_err(|e| map_errno(rel, e))?;
-        if created {
-            chown_fd(next.as_fd(), owner, rel)?;
-        }
-        dir = next;
-    }
-    Ok(dir)
-}
-
-fn split_components(rel: &Path) -> Result<Vec<&OsStr>, ContainedError> {
-    let mut out = Vec::new();
-    for c in rel.components() {
-        match c {
-            Component::Normal(n) if !n.as_bytes().contains(&0) => out.push(n),
-            _ => {
-                return Err(ContainedError::InvalidPath {
-                    path: rel.to_path_buf(),
-                })
-            }
-        }
-    }
-    if out.is_empty() {
-        return Err(ContainedError::InvalidPath {
-            path: rel.to_path_buf(),
-        });
-    }
-    Ok(out)
-}
-
-/// Creates the directory `rel` (and its parents) beneath `root` without
-/// following any symlink; new directories get `owner`.
-///
-/// # Errors
-///
-/// [`ContainedError::OutsideRoot`] when a component is a symlink,
-/// [`ContainedError::NotRegularFile`] when one is not a directory, `Io`
-/// otherwise.
-pub fn ensure_dir_beneath(
-    root: &Path,
-    rel: &Path,
-    owner: Option<u32>,
-) -> Result<(), ContainedError> {
-    let root_fd = contained::open_root(root)?;
-    let comps = split_components(rel)?;
-    open_dirs_creating(root_fd.as_fd(), &comps, owner, rel).map(drop)
-}
-
-/// Writes `content` at `rel` beneath `root`: parents are created (mode
-/// 0755, `owner`) without following symlinks, the bytes go to a fresh
-/// temporary file (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0644, `owner`)
-/// that is then renamed over the name. A symlink at the name is replaced,
-/// never followed; a directory there is refused.
-///
-/// # Errors
-///
-/// [`ContainedError::OutsideRoot`] for a symlink among the parents,
-/// [`ContainedError::NotRegularFile`] when a parent is not a directory or
-/// the name is a directory, `InvalidPath`, `Io`.
-pub fn write_beneath(
-    root: &Path,
-    rel: &Path,
-    content: &[u8],
-    owner: Option<u32>,
-) -> Result<(), ContainedError> {
-    let root_fd = contained::open_root(root)?;
-    let comps = split_components(rel)?;
-    let (name, parents) = comps
-        .split_last()
-        .ok_or_else(|| ContainedError::InvalidPath {
-            path: rel.to_path_buf(),
-        })?;
-    let dir = open_dirs_creating(root_fd.as_fd(), parents, owner, rel)?;
-    let tmp = format!(".checkfu-write-{}", fresh_id("t", &rel.to_string_lossy()));
-    let fd = rustix::fs::openat(
-        &dir,
-        tmp.as_str(),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o644),
-    )
-    .map_err(|e| map_errno(rel, e))?;
-    let result = (|| {
-        let mut file = std::fs::File::from(fd);
-        file.write_all(content)
-            .and_then(|()| file.flush())
-            .map_err(|source| ContainedError::Io {
-                path: rel.to_path_buf(),
-                source,
-            })?;
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(0o644)).map_err(|e| map_errno(rel, e))?;
-        chown_fd(file.as_fd(), owner, rel)?;
-        rustix::fs::renameat(&dir, tmp.as_str(), &dir, *name).map_err(|e| match e {
-            rustix::io::Errno::ISDIR | rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST => {
-                ContainedError::NotRegularFile {
-                    path: rel.to_path_buf(),
-                }
-            }
-            other => map_errno(rel, other),
-        })
-    })();
-    if result.is_err() {
-        let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), rustix::fs::AtFlags::empty());
-    }
-    result
 }
 
 /// Gives every entry under `root` (and `root` itself) to `uid:uid`, never
@@ -514,12 +367,6 @@ pub fn nested_mount_points(request: &SandboxProvisionRequest) -> Vec<(usize, Pat
 mod tests {
     use super::*;
 
-    fn scratch(tag: &str) -> PathBuf {
-        let p = std::env::temp_dir().join(fresh_id(&format!("checkfu-store-{tag}"), tag));
-        std::fs::create_dir_all(&p).unwrap();
-        p
-    }
-
     #[test]
     fn ids_have_a_checked_shape() {
         let id = fresh_id("i", "x");
@@ -545,32 +392,5 @@ mod tests {
         assert_eq!(relative_to("/a/b/c", "/a"), Some(PathBuf::from("b/c")));
         assert_eq!(relative_to("/a", "/a"), None);
         assert_eq!(relative_to("/a/../x", "/a"), None);
-    }
-
-    #[test]
-    fn writes_stay_beneath_and_replace_links() {
-        let base = scratch("write");
-        let root = base.join("root");
-        std::fs::create_dir(&root).unwrap();
-        let outside = base.join("outside");
-        std::fs::create_dir(&outside).unwrap();
-        write_beneath(&root, Path::new("a/b/f.txt"), b"one", None).unwrap();
-        assert_eq!(std::fs::read(root.join("a/b/f.txt")).unwrap(), b"one");
-        // A symlinked parent is refused.
-        std::os::unix::fs::symlink(&outside, root.join("esc")).unwrap();
-        let e = write_beneath(&root, Path::new("esc/f.txt"), b"x", None).unwrap_err();
-        assert!(matches!(e, ContainedError::OutsideRoot { .. }), "{e}");
-        assert!(!outside.join("f.txt").exists());
-        // A symlink as the name is replaced, not followed.
-        std::os::unix::fs::symlink(outside.join("target"), root.join("link")).unwrap();
-        write_beneath(&root, Path::new("link"), b"two", None).unwrap();
-        assert!(!outside.join("target").exists());
-        assert_eq!(std::fs::read(root.join("link")).unwrap(), b"two");
-        // A directory as the name is refused.
-        let e = write_beneath(&root, Path::new("a"), b"x", None).unwrap_err();
-        assert!(matches!(e, ContainedError::NotRegularFile { .. }), "{e}");
-        ensure_dir_beneath(&root, Path::new("d/e"), None).unwrap();
-        assert!(root.join("d/e").is_dir());
-        std::fs::remove_dir_all(&base).unwrap();
     }
 }

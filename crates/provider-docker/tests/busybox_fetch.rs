@@ -1,8 +1,12 @@
 //! The fixture's busybox comes from Debian's busybox-static package when
 //! the given path does not exist.
 
-use checkfu_sandbox_docker::busybox::locate_busybox;
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 use checkfu_sandbox_docker::fixture::check_static_elf;
+use checkfu_sandbox_docker::locate_busybox;
 
 #[tokio::test]
 async fn a_missing_busybox_is_fetched_from_the_debian_package() {

@@ -1,6 +1,10 @@
 //! Bounded exec against the real daemon: exit codes, stdin, limits,
 //! timeouts, background children, process-tree kills.
 
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::{Duration, Instant};

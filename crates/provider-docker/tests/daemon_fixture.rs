@@ -1,6 +1,10 @@
 //! The offline fixture image and image-reference resolution, against the
 //! real daemon.
 
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use checkfu_sandbox_docker::fixture::{self, FixtureError};
@@ -45,11 +49,18 @@ async fn resolve_by_id_and_by_tag() {
         Some(pinned.clone())
     );
     // The tag resolves to the pinned form.
-    let bb = fixture::load_busybox(std::path::Path::new(
-        &std::env::var("CHECKFU_BUSYBOX").unwrap_or_else(|_| fixture::DEFAULT_BUSYBOX_PATH.into()),
-    ))
+    // The same busybox `fixture_ref` built from (fetched when the default
+    // path does not exist).
+    let path = checkfu_sandbox_docker::locate_busybox(
+        std::path::Path::new(
+            &std::env::var("CHECKFU_BUSYBOX")
+                .unwrap_or_else(|_| fixture::DEFAULT_BUSYBOX_PATH.into()),
+        ),
+        &mut |_| {},
+    )
     .await
     .unwrap();
+    let bb = fixture::load_busybox(&path).await.unwrap();
     assert_eq!(
         fixture::resolve_image(&docker, &bb.tag()).await.unwrap(),
         Some(pinned.clone())

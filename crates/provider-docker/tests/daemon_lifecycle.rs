@@ -1,13 +1,17 @@
 //! Binds, commit, label sweeps, removal idempotence and snapshot archives
 //! against the real daemon.
 
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::Instant;
 
-use checkfu_sandbox_docker::contained::{self, ContainedError};
+use checkfu_sandbox_contained::{self as contained, ContainedError};
 use checkfu_sandbox_docker::daemon::{self, BindMount, ExecOutcome, ExecRequest};
 use checkfu_sandbox_docker::fixture;
 
@@ -119,17 +123,18 @@ async fn binds_commit_archive_and_sweep() {
 
     // Snapshot archive of the output tree: links kept as links, FIFO skipped;
     // extraction refuses the escaping links.
-    let (tar_bytes, summary) = daemon::archive_dir(&outputs, 1000, Vec::new()).unwrap();
+    let (tar_bytes, summary) =
+        checkfu_sandbox_docker::archive_dir(&outputs, 1000, Vec::new()).unwrap();
     assert_eq!(summary.skipped, vec![Path::new("fifo").to_path_buf()]);
     assert!(matches!(
-        daemon::extract_archive(tar_bytes.as_slice(), &restored),
+        checkfu_sandbox_docker::extract_archive(tar_bytes.as_slice(), &restored),
         Err(daemon::DaemonError::ArchiveRefused { .. })
     ));
     assert!(!restored.exists());
     std::fs::remove_file(outputs.join("escape")).unwrap();
     std::fs::remove_file(outputs.join("up")).unwrap();
-    let (tar_bytes, _) = daemon::archive_dir(&outputs, 1000, Vec::new()).unwrap();
-    daemon::extract_archive(tar_bytes.as_slice(), &restored).unwrap();
+    let (tar_bytes, _) = checkfu_sandbox_docker::archive_dir(&outputs, 1000, Vec::new()).unwrap();
+    checkfu_sandbox_docker::extract_archive(tar_bytes.as_slice(), &restored).unwrap();
     assert_eq!(
         std::fs::read(restored.join("sub/rel")).unwrap(),
         b"result\n"

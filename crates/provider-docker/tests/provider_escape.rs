@@ -5,6 +5,10 @@
 //! never come back through readFile, readFiles, listDir or listProjectDir,
 //! and writeFile must never write through a planted link.
 
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -2,6 +2,10 @@
 //! on both streams, timeouts with what was produced, background children,
 //! stdin, environment, working directory, signals.
 
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::{Duration, Instant};

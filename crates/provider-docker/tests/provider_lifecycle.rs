@@ -3,6 +3,10 @@
 //! snapshot, clone, release, resume, destroy, cleanup, and what a fresh
 //! provider object finds.
 
+// Tests inspect, by path and from outside, the host files they set up
+// or that the provider wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::Duration;
@@ -10,7 +14,7 @@ use std::time::Duration;
 use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_docker::daemon;
-use checkfu_sandbox_docker::provider::{LABEL_INSTANCE_ID, LABEL_SCOPE};
+use checkfu_sandbox_docker::labels::{LABEL_INSTANCE_ID, LABEL_SCOPE};
 use common::provider_env::{command, ProviderEnv};
 use futures_util::io::{AsyncReadExt, AsyncWriteExt};
 use MountAccess::{ReadOnly, ReadWrite};

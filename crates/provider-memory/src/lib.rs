@@ -69,6 +69,8 @@
 // member; helpers return it unboxed so it flows into the trait methods as is.
 #![allow(clippy::result_large_err)]
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod fault;
 mod fs;
 mod probe;

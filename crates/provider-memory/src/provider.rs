@@ -1338,7 +1338,7 @@ impl SandboxProvider for MemoryProvider {
     }
 
     async fn cleanup(&self, request: CleanupRequest) -> Result<CleanupResult, SandboxError> {
-        let pinned: BTreeSet<&String> = request.pinned_snapshots.iter().collect();
+        // The contract's rule, with the two cleanup faults bending the pin.
         let ignore_pin = self.inner.has(Fault::CleanupIgnoresPin);
         let pin_beats_expiry = self.inner.has(Fault::CleanupKeepsExpiredPin);
         let mut st = self.inner.lock();
@@ -1346,24 +1346,27 @@ impl SandboxProvider for MemoryProvider {
             .instances
             .iter()
             .filter(|(_, r)| {
-                r.created_at < request.orphaned_before || r.request.expires_at <= request.now
+                request.sweeps_instance(Some(r.created_at), Some(r.request.expires_at))
             })
             .map(|(id, _)| id.clone())
             .collect();
         for id in &instances {
             st.destroy_instance(id);
         }
+        let unpinned = CleanupRequest {
+            pinned_snapshots: Vec::new(),
+            ..request.clone()
+        };
+        let rule = if ignore_pin { &unpinned } else { &request };
         let snapshots: Vec<String> = st
             .snapshots
             .iter()
             .filter(|(id, r)| {
-                let is_pinned = pinned.contains(id) && !ignore_pin;
-                let expired = r.snapshot.expires_at <= request.now;
-                let orphaned = r.snapshot.created_at < request.orphaned_before;
-                if is_pinned && pin_beats_expiry {
+                if pin_beats_expiry && rule.is_pinned(id) {
                     false
                 } else {
-                    expired || (!is_pinned && orphaned)
+                    let s = &r.snapshot;
+                    rule.sweeps_snapshot(id, Some(s.created_at), Some(s.expires_at))
                 }
             })
             .map(|(id, _)| id.clone())
@@ -1399,6 +1402,68 @@ impl SandboxProvider for MemoryProvider {
 
     fn begin_active_write(&self) -> Option<&dyn ActiveWriteMember> {
         Some(&*self.inner)
+    }
+
+    fn resolve_image(&self) -> Option<&dyn ResolveImageMember> {
+        Some(&*self.inner)
+    }
+
+    fn cleanup_inventory(&self) -> Option<&dyn CleanupInventoryMember> {
+        Some(&*self.inner)
+    }
+}
+
+/// The oracle has no image store: a pinned reference is taken as is, and
+/// `name[:tag]` is pinned to the SHA-256 of its whole text, so the same
+/// tag always gives the same reference.
+#[async_trait]
+impl ResolveImageMember for Inner {
+    async fn resolve_image(&self, reference: &str) -> Result<String, SandboxError> {
+        if reference.is_empty() || reference.chars().any(char::is_whitespace) {
+            return Err(SandboxError::unavailable(
+                Requirement::BaseImage,
+                format!("image {reference:?} is not a reference"),
+            ));
+        }
+        if reference.contains('@') {
+            return Ok(reference.to_owned());
+        }
+        let name = match reference.rsplit_once(':') {
+            Some((name, tag)) if !tag.contains('/') => name,
+            _ => reference,
+        };
+        let hex: String = Sha256::digest(reference.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(format!("{name}@sha256:{hex}"))
+    }
+}
+
+#[async_trait]
+impl CleanupInventoryMember for Inner {
+    async fn cleanup_inventory(&self) -> Result<CleanupInventory, SandboxError> {
+        let st = self.lock();
+        Ok(CleanupInventory {
+            instances: st
+                .instances
+                .iter()
+                .map(|(id, r)| SweepCandidate {
+                    id: id.clone(),
+                    created_at: Some(r.created_at),
+                    expires_at: Some(r.request.expires_at),
+                })
+                .collect(),
+            snapshots: st
+                .snapshots
+                .iter()
+                .map(|(id, r)| SweepCandidate {
+                    id: id.clone(),
+                    created_at: Some(r.snapshot.created_at),
+                    expires_at: Some(r.snapshot.expires_at),
+                })
+                .collect(),
+        })
     }
 }
 

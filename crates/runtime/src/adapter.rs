@@ -150,6 +150,10 @@ impl Adapter {
         self.shared.provider.as_ref()
     }
 
+    pub(crate) fn provider_arc(&self) -> Arc<dyn SandboxProvider> {
+        self.shared.provider.clone()
+    }
+
     pub(crate) fn rollback_bound(&self) -> Duration {
         self.shared.rollback_bound
     }
@@ -1133,39 +1137,17 @@ impl Adapter {
         orphaned_before: Timestamp,
         pinned_snapshots: Vec<String>,
     ) -> Res<CleanupResult> {
-        if orphaned_before > now {
-            return Err(SandboxError::invalid_request(
-                op::CLEANUP,
-                "orphaned_before",
-                format!("at or before now ({now})"),
-                orphaned_before.to_string(),
-            )
-            .into());
-        }
-        if pinned_snapshots.len() > MAX_PINNED_SNAPSHOTS {
-            return Err(SandboxError::invalid_request(
-                op::CLEANUP,
-                "pinned_snapshots",
-                format!("at most {MAX_PINNED_SNAPSHOTS}"),
-                pinned_snapshots.len().to_string(),
-            )
-            .into());
-        }
+        let request = admit_cleanup(now, orphaned_before, pinned_snapshots)?;
         let result = self
             .provider()
-            .cleanup(CleanupRequest {
-                now,
-                orphaned_before,
-                pinned_snapshots,
-            })
+            .cleanup(request)
             .await
             .map_err(|e| from_provider(op::CLEANUP, e))?;
         for (field, ids) in [
             ("instances", &result.instances),
             ("snapshots", &result.snapshots),
         ] {
-            let mut seen = std::collections::BTreeSet::new();
-            if let Some(dup) = ids.iter().find(|id| !seen.insert(id.as_str())) {
+            if let Some(dup) = first_repeat(ids.iter().map(String::as_str)) {
                 return Err(SandboxError::protocol(
                     op::CLEANUP,
                     field,
@@ -1352,4 +1334,45 @@ impl Adapter {
         }
         Ok(outcome)
     }
+}
+
+/// Admits a cleanup (or its dry run): the cutoff not after `now`, at most
+/// 1,024 pins.
+///
+/// # Errors
+/// `invalid_request` naming `orphaned_before` or `pinned_snapshots`.
+pub(crate) fn admit_cleanup(
+    now: Timestamp,
+    orphaned_before: Timestamp,
+    pinned_snapshots: Vec<String>,
+) -> Res<CleanupRequest> {
+    if orphaned_before > now {
+        return Err(SandboxError::invalid_request(
+            op::CLEANUP,
+            "orphaned_before",
+            format!("at or before now ({now})"),
+            orphaned_before.to_string(),
+        )
+        .into());
+    }
+    if pinned_snapshots.len() > MAX_PINNED_SNAPSHOTS {
+        return Err(SandboxError::invalid_request(
+            op::CLEANUP,
+            "pinned_snapshots",
+            format!("at most {MAX_PINNED_SNAPSHOTS}"),
+            pinned_snapshots.len().to_string(),
+        )
+        .into());
+    }
+    Ok(CleanupRequest {
+        now,
+        orphaned_before,
+        pinned_snapshots,
+    })
+}
+
+/// The first id that occurs twice, if any.
+pub(crate) fn first_repeat<'a>(ids: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let mut seen = std::collections::BTreeSet::new();
+    ids.into_iter().find(|id| !seen.insert(*id))
 }

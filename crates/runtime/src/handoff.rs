@@ -77,6 +77,18 @@ impl Guard {
         self.rollback = None;
     }
 
+    /// The value is refused on purpose (the rollback probe): run the
+    /// rollback, then run it again to prove a repeat after a lost response
+    /// settles the same way. Both results, in order.
+    pub(crate) async fn unwind_twice(mut self) -> [Result<(), SandboxError>; 2] {
+        let Some(rollback) = self.rollback.take() else {
+            return [Ok(()), Ok(())];
+        };
+        let first = run_rollback(&self.tasks, self.operation, rollback.clone(), self.bound).await;
+        let second = run_rollback(&self.tasks, self.operation, rollback, self.bound).await;
+        [first, second]
+    }
+
     /// The value was refused: run the rollback once and combine causes in
     /// order (the rejection first).
     pub(crate) async fn reject(mut self, rejection: SandboxFailure) -> SandboxFailure {

@@ -17,6 +17,8 @@ pub mod adapter;
 pub mod admission;
 mod checks;
 pub mod drivers;
+mod extensions;
+pub mod git;
 mod handoff;
 pub mod probe;
 pub mod process;

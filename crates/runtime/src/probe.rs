@@ -5,7 +5,8 @@ use checkfu_sandbox_contract::identity::check_instance;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::{InstanceState, SandboxFailure, SandboxProvisionRequest};
 
-use crate::handoff::run_rollback;
+use crate::checks;
+use crate::handoff::acquire;
 use crate::Adapter;
 
 /// What a rollback probe observed.
@@ -19,7 +20,8 @@ impl Adapter {
     /// Provisions `request`, checks the instance's identity, then refuses
     /// the handoff on purpose: the rollback runs, and runs a second time to
     /// prove it settles the same way after a lost response. The runtime
-    /// never records the instance.
+    /// never records the instance. The provision goes through the handoff
+    /// guard (decision 009): a caller dropped mid-probe strands nothing.
     ///
     /// # Errors
     /// Admission and provider errors as for provision;
@@ -31,32 +33,25 @@ impl Adapter {
         request: SandboxProvisionRequest,
     ) -> Result<RollbackProbe, SandboxFailure> {
         self.admit_provision(&request)?;
-        let handoff = self
-            .provider()
-            .provision(request.clone())
-            .await
-            .map_err(SandboxFailure::from)?;
-        let instance_id = handoff.value.instance_id.clone();
+        // Through the handoff, as every provision: the call runs in its own
+        // task and the guard rolls back if this caller is dropped first.
+        let (provider, req) = (self.provider_arc(), request.clone());
+        let (instance, guard) = acquire(
+            self.tasks(),
+            op::PROVISION,
+            async move { provider.provision(req).await },
+            self.rollback_bound(),
+        )
+        .await
+        .map_err(|e| SandboxFailure::from(checks::from_provider(op::PROVISION, e)))?;
+        let instance_id = instance.instance_id.clone();
         let problems = check_instance(
             &request,
             InstanceState::Provisioning,
             self.envelope(),
-            &handoff.value,
+            &instance,
         );
-        let first = run_rollback(
-            self.tasks(),
-            op::PROVISION,
-            handoff.rollback.clone(),
-            self.rollback_bound(),
-        )
-        .await;
-        let second = run_rollback(
-            self.tasks(),
-            op::PROVISION,
-            handoff.rollback,
-            self.rollback_bound(),
-        )
-        .await;
+        let [first, second] = guard.unwind_twice().await;
         let mut failure: Option<SandboxFailure> = None;
         for m in problems {
             let e = m.into_error(op::INSTANCE_IDENTITY);

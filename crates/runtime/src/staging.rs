@@ -10,6 +10,7 @@ use checkfu_sandbox_contract::{Digest, FailureReason, SandboxError, SandboxFailu
 use sha2::{Digest as _, Sha256};
 
 use crate::admission::is_normalized;
+pub use crate::git::{GitBlob, GitMode};
 use crate::Adapter;
 
 /// One file pushed into the instance.
@@ -21,6 +22,9 @@ pub struct StagedFile {
     pub size_bytes: u64,
     /// SHA-256 of the bytes written.
     pub sha256: Digest,
+    /// The entry's Git mode (`100644` or `100755`) when staged from Git;
+    /// `None` from a host folder.
+    pub git_mode: Option<GitMode>,
 }
 
 /// Progress of a staging run: `done` of `total` files written.
@@ -54,102 +58,17 @@ fn join_sandbox(mount_path: &str, rel: &str) -> String {
 }
 
 /// Reads every blob at `repo_path` (a file or a tree) of revision `rev` in
-/// the Git repository at `repo`, verifying each blob's object id against
-/// its content. Returns (relative path, bytes) pairs in tree order.
+/// the Git repository at `repo` through the `git` command line, verifying
+/// each blob's object id against its content ([`crate::git::read_blobs`]).
 ///
 /// # Errors
-/// `SandboxOperationFailed{operation: stage_git}` with reason `not_found`
-/// for a missing repository, revision or path, `invalid_request` for a
-/// submodule or symlink in the tree, `provider_error` for a blob whose id
-/// does not match its bytes.
+/// As [`crate::git::read_blobs`].
 pub fn read_git_blobs(
     repo: &Path,
     rev: &str,
     repo_path: &str,
-) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure> {
-    const OP: &str = "stage_git";
-    let git = |e: git2::Error| stage_error(OP, FailureReason::NotFound, e.message().to_owned());
-    let repository = git2::Repository::open(repo).map_err(git)?;
-    let object = repository.revparse_single(rev).map_err(|e| {
-        stage_error(
-            OP,
-            FailureReason::NotFound,
-            format!("revision {rev:?}: {}", e.message()),
-        )
-    })?;
-    let tree = object.peel_to_tree().map_err(git)?;
-    let trimmed = repo_path.trim_matches('/');
-    let mut out = Vec::new();
-    let verify = |oid: git2::Oid, bytes: &[u8], path: &str| -> Result<(), SandboxFailure> {
-        let actual = git2::Oid::hash_object(git2::ObjectType::Blob, bytes).map_err(git)?;
-        if actual != oid {
-            return Err(stage_error(
-                OP,
-                FailureReason::ProviderError,
-                format!("{path}: blob id {oid} but content hashes to {actual}"),
-            ));
-        }
-        Ok(())
-    };
-    let entry_object = if trimmed.is_empty() {
-        tree.as_object().clone()
-    } else {
-        let entry = tree.get_path(Path::new(trimmed)).map_err(|_| {
-            stage_error(
-                OP,
-                FailureReason::NotFound,
-                format!("path {trimmed:?} not in revision {rev:?}"),
-            )
-        })?;
-        entry.to_object(&repository).map_err(git)?
-    };
-    if let Some(blob) = entry_object.as_blob() {
-        verify(blob.id(), blob.content(), trimmed)?;
-        let name = Path::new(trimmed)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        out.push((name, blob.content().to_vec()));
-        return Ok(out);
-    }
-    let sub = entry_object.peel_to_tree().map_err(git)?;
-    let mut failure: Option<SandboxFailure> = None;
-    sub.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
-        let name = entry.name().unwrap_or_default();
-        let rel = format!("{dir}{name}");
-        match entry.kind() {
-            Some(git2::ObjectType::Tree) => git2::TreeWalkResult::Ok,
-            Some(git2::ObjectType::Blob) if entry.filemode() != 0o120000 => {
-                match repository.find_blob(entry.id()) {
-                    Ok(blob) => {
-                        if let Err(e) = verify(blob.id(), blob.content(), &rel) {
-                            failure = Some(e);
-                            return git2::TreeWalkResult::Abort;
-                        }
-                        out.push((rel, blob.content().to_vec()));
-                        git2::TreeWalkResult::Ok
-                    }
-                    Err(e) => {
-                        failure = Some(git(e));
-                        git2::TreeWalkResult::Abort
-                    }
-                }
-            }
-            _ => {
-                failure = Some(stage_error(
-                    OP,
-                    FailureReason::InvalidRequest,
-                    format!("{rel}: symlinks and submodules are not staged"),
-                ));
-                git2::TreeWalkResult::Abort
-            }
-        }
-    })
-    .map_err(|e| failure.take().unwrap_or_else(|| git(e)))?;
-    if let Some(f) = failure {
-        return Err(f);
-    }
-    Ok(out)
+) -> Result<Vec<GitBlob>, SandboxFailure> {
+    crate::git::read_blobs(repo, rev, repo_path)
 }
 
 /// Stages `repo_path` at `rev` of the Git repository `repo` under
@@ -170,7 +89,11 @@ pub async fn stage_git(
     let blobs = tokio::task::spawn_blocking(move || read_git_blobs(&repo, &rev, &repo_path))
         .await
         .map_err(|e| stage_error("stage_git", FailureReason::ProviderError, e.to_string()))??;
-    push(adapter, instance_id, mount_path, blobs, progress).await
+    let files = blobs
+        .into_iter()
+        .map(|b| (b.path, b.bytes, Some(b.mode)))
+        .collect();
+    push(adapter, instance_id, mount_path, files, progress).await
 }
 
 /// Reads every regular file under the host folder `dir` (sorted, relative
@@ -238,6 +161,7 @@ pub async fn stage_folder(
     let files = tokio::task::spawn_blocking(move || read_folder(&dir))
         .await
         .map_err(|e| stage_error("stage_folder", FailureReason::ProviderError, e.to_string()))??;
+    let files = files.into_iter().map(|(p, b)| (p, b, None)).collect();
     push(adapter, instance_id, mount_path, files, progress).await
 }
 
@@ -245,12 +169,12 @@ async fn push(
     adapter: &Adapter,
     instance_id: &str,
     mount_path: &str,
-    files: Vec<(String, Vec<u8>)>,
+    files: Vec<(String, Vec<u8>, Option<GitMode>)>,
     progress: &(dyn Fn(StageProgress) + Send + Sync),
 ) -> Result<Vec<StagedFile>, SandboxFailure> {
     let total = files.len();
     let mut staged = Vec::with_capacity(total);
-    for (done, (rel, bytes)) in files.into_iter().enumerate() {
+    for (done, (rel, bytes, git_mode)) in files.into_iter().enumerate() {
         let path = join_sandbox(mount_path, &rel);
         if !is_normalized(&path) {
             return Err(SandboxError::invalid_request(
@@ -268,6 +192,7 @@ async fn push(
             path,
             size_bytes,
             sha256,
+            git_mode,
         });
         progress(StageProgress {
             done: done + 1,

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_docker::provider::host_platform;
+use checkfu_sandbox_docker::host_platform;
 use checkfu_sandbox_docker::{daemon, fixture, DockerConfig, DockerProvider};
 use checkfu_sandbox_runtime::SandboxRuntime;
 use process_common::*;

@@ -227,8 +227,8 @@ async fn rollback_hanging_past_30_s(operation: &'static str) {
     let waited = started.elapsed();
     assert!(waited >= Duration::from_secs(30), "{waited:?}");
     assert!(waited < Duration::from_secs(31), "{waited:?}");
-    assert_eq!(f.causes.len(), 2, "{f}");
-    match &f.causes[0] {
+    assert_eq!(f.cause_count(), 2, "{f}");
+    match f.error() {
         SandboxError::SandboxProtocolInvalid {
             operation: o,
             field: got,
@@ -237,7 +237,7 @@ async fn rollback_hanging_past_30_s(operation: &'static str) {
         other => panic!("first cause must be the rejection: {other}"),
     }
     assert_failed(
-        &f.causes[1],
+        &f.later()[0],
         &format!("{operation}_rollback"),
         FailureReason::TimedOut,
     );
@@ -251,9 +251,9 @@ async fn rollback_failure_keeps_both_causes(operation: &'static str) {
     let boom = SandboxError::failed(operation, FailureReason::ProviderError, "disk gone");
     h.provider.set_rollback(Behaviour::Fail(boom.clone()));
     let f = call(&h, operation, &ctx).await.unwrap_err();
-    assert_eq!(f.causes.len(), 2, "{f}");
-    assert_eq!(f.causes[0].tag(), "SandboxProtocolInvalid");
-    assert_eq!(f.causes[1], boom);
+    assert_eq!(f.cause_count(), 2, "{f}");
+    assert_eq!(f.error().tag(), "SandboxProtocolInvalid");
+    assert_eq!(f.later()[0], boom);
     assert_eq!(rollbacks(&h), (1, 0));
 }
 
@@ -315,9 +315,9 @@ async fn rollback_returning_a_runtime_only_tag_is_a_protocol_error() {
         .provision(request(RetentionMode::EphemeralZdr))
         .await
         .unwrap_err();
-    assert_eq!(f.causes.len(), 2, "{f}");
+    assert_eq!(f.cause_count(), 2, "{f}");
     assert_protocol(
-        &f.causes[1],
+        &f.later()[0],
         "provision_rollback",
         "_tag",
         "one of the eight adapter error tags",

@@ -313,8 +313,7 @@ async fn every_mismatch_is_reported_in_order_with_one_rollback() {
         .await
         .unwrap_err();
     let fields: Vec<&str> = f
-        .causes
-        .iter()
+        .causes()
         .map(|c| match c {
             SandboxError::SandboxProtocolInvalid {
                 operation, field, ..

@@ -106,10 +106,10 @@ async fn evidence_executable_mismatch_destroys_the_process() {
 async fn evidence_placement_disagreeing_with_instance_and_envelope() {
     let h = Harness::new();
     let (_, f) = open_broken(&h, |e| e.placement = Placement::Hosted).await;
-    assert_eq!(f.causes.len(), 2, "{f}");
-    assert_identity(&f.causes[0], "placement", "\"runner\"", "\"hosted\"");
+    assert_eq!(f.cause_count(), 2, "{f}");
+    assert_identity(f.error(), "placement", "\"runner\"", "\"hosted\"");
     assert_identity(
-        &f.causes[1],
+        &f.later()[0],
         "placement",
         "the envelope's \"runner\"",
         "\"hosted\"",
@@ -121,10 +121,10 @@ async fn evidence_placement_disagreeing_with_instance_and_envelope() {
 async fn evidence_tier_disagreeing_with_instance_and_envelope() {
     let h = Harness::new();
     let (_, f) = open_broken(&h, |e| e.tier = Tier::Microvm).await;
-    assert_eq!(f.causes.len(), 2, "{f}");
-    assert_identity(&f.causes[0], "tier", "\"container\"", "\"microvm\"");
+    assert_eq!(f.cause_count(), 2, "{f}");
+    assert_identity(f.error(), "tier", "\"container\"", "\"microvm\"");
     assert_identity(
-        &f.causes[1],
+        &f.later()[0],
         "tier",
         "one of the envelope's [\"container\"]",
         "\"microvm\"",
@@ -139,10 +139,10 @@ async fn evidence_network_mode_outside_the_envelope() {
     env.egress_certification = EgressCertification::Unsupported;
     let h = Harness::with_envelope(env);
     let (_, f) = open_broken(&h, |e| e.network_mode = NetworkMode::Allowlist).await;
-    assert_eq!(f.causes.len(), 2, "{f}");
-    assert_identity(&f.causes[0], "network_mode", "\"none\"", "\"allowlist\"");
+    assert_eq!(f.cause_count(), 2, "{f}");
+    assert_identity(f.error(), "network_mode", "\"none\"", "\"allowlist\"");
     assert_identity(
-        &f.causes[1],
+        &f.later()[0],
         "network_mode",
         "one of the envelope's [\"none\"]",
         "\"allowlist\"",
@@ -156,14 +156,14 @@ async fn destroy_failure_after_a_mismatch_keeps_both_causes() {
     h.provider
         .set_process_destroy(Behaviour::Fail(boom.clone()));
     let (i, f) = open_broken(&h, |e| e.session_id = "session-other".into()).await;
-    assert_eq!(f.causes.len(), 2, "{f}");
+    assert_eq!(f.cause_count(), 2, "{f}");
     assert_identity(
-        &f.causes[0],
+        f.error(),
         "session_id",
         &show(&i.session_id),
         "\"session-other\"",
     );
-    assert_eq!(f.causes[1], boom);
+    assert_eq!(f.later()[0], boom);
     assert_eq!(h.provider.process_destroys.load(Ordering::SeqCst), 1);
 }
 
@@ -175,9 +175,9 @@ async fn destroy_failure_with_a_runtime_only_tag_is_a_protocol_error() {
             candidates: vec![],
         }));
     let (_, f) = open_broken(&h, |e| e.session_id = "session-other".into()).await;
-    assert_eq!(f.causes.len(), 2, "{f}");
+    assert_eq!(f.cause_count(), 2, "{f}");
     assert_protocol(
-        &f.causes[1],
+        &f.later()[0],
         "open_process_destroy",
         "_tag",
         "one of the eight adapter error tags",
@@ -194,15 +194,15 @@ async fn destroy_hanging_past_30_s_keeps_both_causes() {
     let waited = started.elapsed();
     assert!(waited >= Duration::from_secs(30), "{waited:?}");
     assert!(waited < Duration::from_secs(31), "{waited:?}");
-    assert_eq!(f.causes.len(), 2, "{f}");
+    assert_eq!(f.cause_count(), 2, "{f}");
     assert_identity(
-        &f.causes[0],
+        f.error(),
         "session_id",
         &show(&i.session_id),
         "\"session-other\"",
     );
     assert_failed(
-        &f.causes[1],
+        &f.later()[0],
         "open_process_destroy",
         FailureReason::TimedOut,
     );

@@ -3,13 +3,17 @@
 
 use std::process::ExitCode;
 
+use checkfu_sandbox_conformance::token::UnbackedToken;
 use checkfu_sandbox_conformance::Token;
 use checkfu_sandbox_contract::wire::{decode_capabilities, encode};
 use checkfu_sandbox_contract::{SandboxFailure, SandboxProviderCapabilities};
 use checkfu_sandbox_runtime::SandboxRuntime;
 use serde_json::{json, Value};
 
-use super::backend::Backend;
+use std::sync::Arc;
+
+use checkfu_sandbox_contract::SandboxProvider;
+
 use super::fail::Failure;
 use super::ProviderArg;
 
@@ -36,20 +40,23 @@ pub struct CapabilitiesArgs {
     pub json: bool,
 }
 
-/// The envelope of `backend` as the runtime accepted it, decoded from its
-/// wire form.
+/// The envelope of `provider` as the runtime accepted it, decoded from
+/// its wire form.
 ///
 /// # Errors
 /// The decode error or the runtime's refusal of the envelope.
-pub fn decoded_envelope(backend: &Backend) -> Result<SandboxProviderCapabilities, SandboxFailure> {
+pub fn decoded_envelope(
+    provider: Arc<dyn SandboxProvider>,
+) -> Result<SandboxProviderCapabilities, SandboxFailure> {
     let mut runtime = SandboxRuntime::default();
-    runtime.register(backend.provider());
-    let adapter = runtime.adapter(backend.id())?;
+    let id = provider.provider_id().to_owned();
+    runtime.register(provider);
+    let adapter = runtime.adapter(&id)?;
     Ok(decode_capabilities(&encode(adapter.envelope()))?)
 }
 
 /// Each token with whether `envelope` backs it and, if not, what it needs.
-pub fn tokens(envelope: &SandboxProviderCapabilities) -> Vec<(Token, Result<(), String>)> {
+pub fn tokens(envelope: &SandboxProviderCapabilities) -> Vec<(Token, Result<(), UnbackedToken>)> {
     Token::ALL
         .into_iter()
         .map(|t| (t, t.backed_by(envelope)))
@@ -108,15 +115,16 @@ pub fn run(args: CapabilitiesArgs) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async move {
-        let backend = match Backend::open(args.provider).await {
-            Ok(b) => b,
+        let provider = match super::backend::open(args.provider).await {
+            Ok(p) => p,
             Err(f) => return f.report(),
         };
-        let envelope = match decoded_envelope(&backend) {
+        let id = provider.provider_id().to_owned();
+        let envelope = match decoded_envelope(provider) {
             Ok(e) => e,
             Err(f) => return Failure::sandbox(&f).report(),
         };
-        let text = render(&backend, &envelope, args.json);
+        let text = render(&id, &envelope, args.json);
         match super::out::print(&text) {
             Ok(()) => ExitCode::SUCCESS,
             Err(gone) => gone.exit(),
@@ -125,7 +133,7 @@ pub fn run(args: CapabilitiesArgs) -> ExitCode {
 }
 
 /// What the command prints: the JSON document, or the table.
-fn render(backend: &Backend, envelope: &SandboxProviderCapabilities, json: bool) -> String {
+fn render(provider_id: &str, envelope: &SandboxProviderCapabilities, json: bool) -> String {
     use std::fmt::Write as _;
     let tokens = tokens(envelope);
     let mut s = String::new();
@@ -134,11 +142,11 @@ fn render(backend: &Backend, envelope: &SandboxProviderCapabilities, json: bool)
             .iter()
             .map(|(t, backed)| match backed {
                 Ok(()) => json!({"token": t.as_str(), "backed": true}),
-                Err(needs) => json!({"token": t.as_str(), "backed": false, "needs": needs}),
+                Err(e) => json!({"token": t.as_str(), "backed": false, "needs": e.needs}),
             })
             .collect();
         let doc = json!({
-            "provider": backend.id(),
+            "provider": provider_id,
             "capabilities": envelope,
             "tokens": tokens,
         });
@@ -150,7 +158,7 @@ fn render(backend: &Backend, envelope: &SandboxProviderCapabilities, json: bool)
     } else {
         let rows = table_rows(envelope);
         let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-        let _ = writeln!(s, "provider  {}\n", backend.id());
+        let _ = writeln!(s, "provider  {provider_id}\n");
         for (k, v) in rows {
             let _ = writeln!(s, "{k:<width$}  {v}");
         }
@@ -163,7 +171,7 @@ fn render(backend: &Backend, envelope: &SandboxProviderCapabilities, json: bool)
         for (t, backed) in tokens {
             let _ = match backed {
                 Ok(()) => writeln!(s, "  {:<width$}  backed", t.as_str()),
-                Err(needs) => writeln!(s, "  {:<width$}  not backed: needs {needs}", t.as_str()),
+                Err(e) => writeln!(s, "  {:<width$}  not backed: needs {}", t.as_str(), e.needs),
             };
         }
     }

@@ -3,11 +3,8 @@
 
 use std::process::ExitCode;
 
-use checkfu_sandbox_contract::{CleanupResult, Timestamp};
-use checkfu_sandbox_docker::Inventory;
 use checkfu_sandbox_runtime::SandboxRuntime;
 
-use super::backend::Backend;
 use super::fail::Failure;
 use super::out::StdoutGone;
 use super::ProviderArg;
@@ -22,9 +19,9 @@ state-directory records labelled checkfu.sandbox.scope=<scope> (`cli`, or $CHECK
 the CLI's state directory ($CHECKFU_STATE_DIR, else /var/lib/checkfu/sandbox for root, else \
 $XDG_STATE_HOME/checkfu/sandbox or ~/.local/state/checkfu/sandbox). Nothing else is touched.
 
---dry-run lists what would be removed, computed with the same rule from the provider's live \
-objects (Docker: its inventory of labels and records), without removing anything. The memory \
-oracle lives only inside one checkfu process, so it never has anything to sweep.
+--dry-run lists what would be removed, computed by the runtime with the same rule from the \
+provider's live objects (Docker: its inventory of labels and records), without removing anything. \
+The memory oracle lives only inside one checkfu process, so a fresh one has nothing to sweep.
 
 Examples:
   checkfu sandbox cleanup --provider docker                    # orphans older than 1h
@@ -38,7 +35,7 @@ pub struct CleanupArgs {
     /// Provider to sweep.
     #[arg(long, value_enum, default_value_t = ProviderArg::Memory)]
     pub provider: ProviderArg,
-    /// Orphan age: N followed by s, m, h or d (e.g. 30m, 2h, 1d).
+    /// Orphan age: N followed by s, m, h or d (e.g. 30m, 2h, 1d, 1h30m).
     #[arg(long = "older-than", value_name = "DURATION", default_value = "1h", value_parser = parse_duration_seconds)]
     pub older_than: i64,
     /// List what would be removed without removing it.
@@ -46,61 +43,43 @@ pub struct CleanupArgs {
     pub dry_run: bool,
 }
 
-/// Parses `30s`, `30m`, `2h`, `1d` (or plain seconds) into seconds.
+/// Units `--older-than` takes: seconds, minutes, hours and days, as
+/// humantime spells them. Weeks, months and years are refused: humantime
+/// counts a month as 30.44 days and a year as 365.25, which is no way to
+/// state an orphan's age.
+const DURATION_UNITS: &[&str] = &[
+    "s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute", "minutes", "h", "hr",
+    "hrs", "hour", "hours", "d", "day", "days",
+];
+
+/// The longest `--older-than`, in seconds (100 years of days).
+const MAX_OLDER_THAN_SECONDS: u64 = 100 * 365 * 86_400;
+
+/// Parses a duration such as `30s`, `30m`, `2h`, `1d` or `1h30m` (plain
+/// digits are seconds) into seconds, through humantime.
 ///
 /// # Errors
 /// A message naming the expected shape.
 pub fn parse_duration_seconds(text: &str) -> Result<i64, String> {
     let bad = || format!("expected N followed by s, m, h or d (e.g. 30m), actual {text:?}");
-    let (digits, unit) = match text.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c),
-        Some(_) => (text, 's'),
-        None => return Err(bad()),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let units_known = text
+        .split(|c: char| c.is_ascii_digit() || c.is_whitespace())
+        .filter(|unit| !unit.is_empty())
+        .all(|unit| DURATION_UNITS.contains(&unit));
+    if !units_known {
         return Err(bad());
     }
-    let n: i64 = digits.parse().map_err(|_| bad())?;
-    let factor = match unit {
-        's' => 1,
-        'm' => 60,
-        'h' => 3_600,
-        'd' => 86_400,
-        _ => return Err(bad()),
+    let seconds = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        text.parse::<u64>().map_err(|_| bad())?
+    } else {
+        humantime::parse_duration(text)
+            .map_err(|_| bad())?
+            .as_secs()
     };
-    n.checked_mul(factor)
-        .filter(|s| *s <= 100 * 365 * 86_400)
-        .ok_or_else(bad)
-}
-
-/// What the provider's cleanup would remove from `inventory` at `now` with
-/// cutoff `orphaned_before` and no pins: the rule of the contract's
-/// `CleanupRequest`, with unknown times counting as orphaned and expired
-/// as the Docker provider counts them.
-pub fn would_remove(
-    inventory: &Inventory,
-    now: Timestamp,
-    orphaned_before: Timestamp,
-) -> CleanupResult {
-    let swept = |t: &checkfu_sandbox_docker::ObjectTimes| {
-        let orphaned = t.created_at.is_none_or(|c| c < orphaned_before);
-        let expired = t.expires_at.is_none_or(|e| e <= now);
-        orphaned || expired
-    };
-    CleanupResult {
-        instances: inventory
-            .instances
-            .iter()
-            .filter(|(_, t)| swept(t))
-            .map(|(id, _)| id.clone())
-            .collect(),
-        snapshots: inventory
-            .snapshots
-            .iter()
-            .filter(|(_, t)| swept(t))
-            .map(|(id, _)| id.clone())
-            .collect(),
+    if seconds > MAX_OLDER_THAN_SECONDS {
+        return Err(bad());
     }
+    i64::try_from(seconds).map_err(|_| bad())
 }
 
 /// Runs the command.
@@ -120,23 +99,19 @@ pub fn run(args: CleanupArgs) -> ExitCode {
 
 /// Sweeps (or lists) and prints; the inner result is stdout's.
 async fn sweep(args: &CleanupArgs) -> Result<Result<(), StdoutGone>, Failure> {
-    let backend = Backend::open(args.provider).await?;
-    let mut runtime = SandboxRuntime::new(backend.clock());
-    runtime.register(backend.provider());
-    let adapter = runtime.adapter(backend.id())?;
+    let provider = super::backend::open(args.provider).await?;
+    let provider_id = provider.provider_id().to_owned();
+    let mut runtime = SandboxRuntime::new(super::backend::clock());
+    runtime.register(provider);
+    let adapter = runtime.adapter(&provider_id)?;
     let now = runtime.clock().now();
     let orphaned_before = now.add_seconds(-args.older_than);
     let (verb, result) = if args.dry_run {
-        let result = match &backend {
-            Backend::Docker(d) => would_remove(&d.inventory().await?, now, orphaned_before),
-            Backend::Memory(_) => CleanupResult::default(),
-        };
-        ("would remove", result)
+        let would = adapter.cleanup_dry_run(now, orphaned_before, Vec::new());
+        ("would remove", would.await?)
     } else {
-        (
-            "removed",
-            adapter.cleanup(now, orphaned_before, Vec::new()).await?,
-        )
+        let swept = adapter.cleanup(now, orphaned_before, Vec::new());
+        ("removed", swept.await?)
     };
     let mut listing = String::new();
     for id in &result.instances {
@@ -152,7 +127,7 @@ async fn sweep(args: &CleanupArgs) -> Result<Result<(), StdoutGone>, Failure> {
         "checkfu: {verb} {} instance(s) and {} snapshot(s) of provider {} created before {orphaned_before}",
         result.instances.len(),
         result.snapshots.len(),
-        backend.id()
+        provider_id
     );
     Ok(Ok(()))
 }
@@ -160,50 +135,26 @@ async fn sweep(args: &CleanupArgs) -> Result<Result<(), StdoutGone>, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use checkfu_sandbox_docker::ObjectTimes;
 
     #[test]
     fn durations() {
         assert_eq!(parse_duration_seconds("30m"), Ok(1_800));
         assert_eq!(parse_duration_seconds("2h"), Ok(7_200));
         assert_eq!(parse_duration_seconds("1d"), Ok(86_400));
+        assert_eq!(parse_duration_seconds("1h30m"), Ok(5_400));
         assert_eq!(parse_duration_seconds("0s"), Ok(0));
         assert_eq!(parse_duration_seconds("45"), Ok(45));
-        for bad in ["", "m", "1w", "-1h", "1.5h", "h1", "99999999999999999d"] {
+        for bad in [
+            "",
+            "m",
+            "1w",
+            "2months",
+            "-1h",
+            "1.5h",
+            "h1",
+            "99999999999999999d",
+        ] {
             assert!(parse_duration_seconds(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn dry_run_uses_the_cleanup_rule() {
-        let t = |s: &str| Timestamp::parse(s).unwrap();
-        let now = t("2030-01-01T12:00:00.000Z");
-        let cutoff = t("2030-01-01T11:00:00.000Z");
-        let mut inv = Inventory::default();
-        let fresh = ObjectTimes {
-            created_at: Some(t("2030-01-01T11:30:00.000Z")),
-            expires_at: Some(t("2030-01-02T00:00:00.000Z")),
-        };
-        inv.instances.insert("fresh".into(), fresh);
-        inv.instances.insert(
-            "old".into(),
-            ObjectTimes {
-                created_at: Some(t("2030-01-01T10:00:00.000Z")),
-                ..fresh
-            },
-        );
-        inv.instances.insert(
-            "expired".into(),
-            ObjectTimes {
-                expires_at: Some(now),
-                ..fresh
-            },
-        );
-        inv.snapshots
-            .insert("unknown".into(), ObjectTimes::default());
-        inv.snapshots.insert("kept".into(), fresh);
-        let r = would_remove(&inv, now, cutoff);
-        assert_eq!(r.instances, vec!["expired", "old"]);
-        assert_eq!(r.snapshots, vec!["unknown"]);
     }
 }

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use checkfu_sandbox_contract::{SandboxError, SandboxFailure};
+use checkfu_sandbox_session::SessionError;
 
 /// Exit status of a usage error.
 pub const EXIT_USAGE: u8 = 2;
@@ -64,6 +65,20 @@ impl From<SandboxFailure> for Failure {
     }
 }
 
+impl From<SessionError> for Failure {
+    /// A session's failure: 125 with its closed tags (and the input it
+    /// names), or its host-side line. A cancellation is not reported
+    /// through here (the signal decides the status).
+    fn from(e: SessionError) -> Self {
+        match e {
+            SessionError::Sandbox(f) => Failure::sandbox(&f),
+            SessionError::Input { input, failure } => Failure::input(&input, &failure),
+            SessionError::Host(line) => Failure::checkfu(line),
+            SessionError::Cancelled => Failure::checkfu("cancelled"),
+        }
+    }
+}
+
 impl From<SandboxError> for Failure {
     fn from(e: SandboxError) -> Self {
         Failure::sandbox(&e.into())
@@ -81,8 +96,7 @@ pub fn one_line(s: &str) -> String {
 /// Every cause of `failure`, in order, joined by `; then `.
 pub fn render_failure(failure: &SandboxFailure) -> String {
     failure
-        .causes
-        .iter()
+        .causes()
         .map(render_error)
         .collect::<Vec<_>>()
         .join("; then ")

@@ -2,11 +2,11 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use checkfu_sandbox_conformance::targets::docker::DockerTarget;
 use checkfu_sandbox_conformance::ConformanceTarget;
+use checkfu_sandbox_docker::conformance::DockerTarget;
 
 pub mod backend;
 pub mod capabilities;
@@ -15,9 +15,11 @@ pub mod fail;
 pub mod faults;
 pub mod fixture;
 pub mod out;
-pub mod outputs;
 pub mod run;
+pub mod run_events;
+pub mod run_flags;
 pub mod schema;
+pub mod serve;
 pub mod test;
 
 /// Which provider a command talks to.
@@ -40,9 +42,6 @@ pub fn tokio_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         })
 }
 
-/// Docker targets handed out by [`docker_target`] and not closed yet.
-static DOCKER_TARGETS: Mutex<Vec<Arc<DockerTarget>>> = Mutex::new(Vec::new());
-
 /// The Docker conformance target: the fixture image built from `busybox`
 /// (build progress on stderr), a fresh scope, state directory and network.
 ///
@@ -50,12 +49,10 @@ static DOCKER_TARGETS: Mutex<Vec<Arc<DockerTarget>>> = Mutex::new(Vec::new());
 /// A message when the daemon, the fixture or the network is unusable.
 pub async fn docker_target(busybox: &Path) -> Result<Arc<dyn ConformanceTarget>, String> {
     let mut progress = |line: &str| eprintln!("checkfu: fixture: {line}");
-    let target = Arc::new(DockerTarget::new(busybox, &mut progress).await?);
-    DOCKER_TARGETS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(target.clone());
-    Ok(target)
+    let target = DockerTarget::new(busybox, &mut progress)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(target))
 }
 
 /// How long closing a conformance target may take before checkfu gives up
@@ -105,25 +102,15 @@ pub async fn stop_signal() -> std::io::Result<Stop> {
 /// network and state directory), bounded by [`CLOSE_TIMEOUT_SECONDS`]; a
 /// failure or an overrun is reported on stderr.
 pub async fn close_target(target: &Arc<dyn ConformanceTarget>) {
-    let wanted = Arc::as_ptr(target) as *const ();
-    let docker = {
-        let mut held = DOCKER_TARGETS.lock().unwrap_or_else(|e| e.into_inner());
-        held.iter()
-            .position(|d| Arc::as_ptr(d) as *const () == wanted)
-            .map(|i| held.remove(i))
-    };
-    if let Some(docker) = docker {
-        let bound = Duration::from_secs(CLOSE_TIMEOUT_SECONDS);
-        match tokio::time::timeout(bound, docker.close()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(message)) => eprintln!("checkfu: closing the docker target: {message}"),
-            Err(_) => eprintln!(
-                "checkfu: closing the docker target: did not finish within {} s; objects \
-labelled checkfu.sandbox.scope={} and the state directory {} may be left",
-                bound.as_secs(),
-                docker.scope(),
-                docker.state_dir().display()
-            ),
-        }
+    let bound = Duration::from_secs(CLOSE_TIMEOUT_SECONDS);
+    let name = target.name();
+    match tokio::time::timeout(bound, target.close()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("checkfu: closing the {name} target: {e}"),
+        Err(_) => eprintln!(
+            "checkfu: closing the {name} target: did not finish within {} s; objects of its \
+scope may be left",
+            bound.as_secs()
+        ),
     }
 }

@@ -1,10 +1,10 @@
 //! `checkfu sandbox schema`: write or check the author kit. A thin layer
-//! over `checkfu_sandbox_contract::kit`.
+//! over `checkfu_sandbox_kit`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use checkfu_sandbox_contract::kit;
+use checkfu_sandbox_kit as kit;
 
 /// Flags of `checkfu sandbox schema`.
 #[derive(Debug, clap::Args)]

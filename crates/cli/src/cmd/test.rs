@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use checkfu_sandbox_conformance::evidence::detail;
-use checkfu_sandbox_conformance::targets::memory::MemoryTarget;
 use checkfu_sandbox_conformance::{run_suite, ConformanceTarget, Progress, SuiteOptions};
+use checkfu_sandbox_memory::conformance::MemoryTarget;
 use checkfu_sandbox_memory::Fault;
 
 use super::ProviderArg;
@@ -253,8 +253,11 @@ fn write_evidence(
         }
     }
     if let Some((path, mut file)) = sinks.junit_file {
-        let xml = evidence.junit_xml();
-        if let Err(e) = file.write_all(xml.as_bytes()).and_then(|()| file.flush()) {
+        let written = checkfu_sandbox_conformance::junit_xml(evidence)
+            .map_err(std::io::Error::other)
+            .and_then(|xml| file.write_all(xml.as_bytes()))
+            .and_then(|()| file.flush());
+        if let Err(e) = written {
             eprintln!("checkfu: --junit {}: {e}", path.display());
             return Err(ExitCode::from(125));
         }

@@ -1,8 +1,7 @@
-//! Conformance evidence: a JSON document (schema in the author kit), JUnit
-//! XML, and a human table.
+//! Conformance evidence: a JSON document (schema in the author kit) and a
+//! human table (the suite crate writes JUnit XML from it).
 
 use crate::{SandboxError, SandboxProviderCapabilities};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::token::Token;
@@ -11,8 +10,12 @@ use super::token::Token;
 pub const SUITE_REVISION: &str = "checkfu.sandbox.conformance/v1";
 
 /// How one case ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumIter,
+)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     /// Every assertion held and nothing leaked.
     Passed,
@@ -27,17 +30,13 @@ pub enum Outcome {
 impl Outcome {
     /// The snake_case name.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Outcome::Passed => "passed",
-            Outcome::Failed => "failed",
-            Outcome::Skipped => "skipped",
-            Outcome::TimedOut => "timed_out",
-        }
+        self.into()
     }
 }
 
 /// Why a case failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CaseFailure {
     /// The step that failed, e.g. `read back the output file`.
@@ -50,7 +49,8 @@ pub struct CaseFailure {
 }
 
 /// One case's record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CaseRecord {
     /// Case id.
@@ -70,7 +70,8 @@ pub struct CaseRecord {
 }
 
 /// Counts per outcome.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Summary {
     /// Cases passed.
@@ -84,7 +85,8 @@ pub struct Summary {
 }
 
 /// A whole run's evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Evidence {
     /// [`SUITE_REVISION`].
@@ -118,81 +120,6 @@ impl Evidence {
     /// True when no case failed or timed out.
     pub fn ok(&self) -> bool {
         self.summary.failed == 0 && self.summary.timed_out == 0
-    }
-
-    /// JUnit XML: one testsuite, one testcase per case; skips and failures
-    /// carry their reasons.
-    pub fn junit_xml(&self) -> String {
-        let mut s = String::new();
-        let total = self.cases.len();
-        let seconds: f64 = self
-            .cases
-            .iter()
-            .map(|c| c.duration_ms as f64 / 1000.0)
-            .sum();
-        s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-        s.push_str(&format!(
-            "<testsuites name=\"checkfu-sandbox-conformance\" tests=\"{total}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{seconds:.3}\">\n",
-            self.summary.failed, self.summary.timed_out, self.summary.skipped
-        ));
-        s.push_str(&format!(
-            "  <testsuite name=\"{}\" tests=\"{total}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{seconds:.3}\" timestamp=\"{}\">\n",
-            xml(&format!("{} ({})", self.target, self.provider)),
-            self.summary.failed,
-            self.summary.timed_out,
-            self.summary.skipped,
-            xml(&self.started_at)
-        ));
-        s.push_str(&format!(
-            "    <properties><property name=\"suite_revision\" value=\"{}\"/><property name=\"provider_revision\" value=\"{}\"/><property name=\"declared_tokens\" value=\"{}\"/></properties>\n",
-            xml(&self.suite_revision),
-            xml(&self.provider_revision),
-            xml(&self.declared_tokens.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(","))
-        ));
-        for c in &self.cases {
-            s.push_str(&format!(
-                "    <testcase classname=\"conformance.{}\" name=\"{}\" time=\"{:.3}\"",
-                xml(&self.target),
-                xml(&c.id),
-                c.duration_ms as f64 / 1000.0
-            ));
-            match c.outcome {
-                Outcome::Passed => s.push_str("/>\n"),
-                Outcome::Skipped => {
-                    let missing: Vec<&str> = c.missing_tokens.iter().map(|t| t.as_str()).collect();
-                    s.push_str(&format!(
-                        ">\n      <skipped message=\"missing tokens: {}\"/>\n    </testcase>\n",
-                        xml(&missing.join(", "))
-                    ));
-                }
-                Outcome::Failed | Outcome::TimedOut => {
-                    let tag = if c.outcome == Outcome::Failed {
-                        "failure"
-                    } else {
-                        "error"
-                    };
-                    let (msg, body) = match &c.failure {
-                        Some(f) => (
-                            format!("{}: {}", f.step, f.message),
-                            f.errors
-                                .iter()
-                                .map(|e| serde_json::to_string(e).unwrap_or_default())
-                                .collect::<Vec<_>>()
-                                .join("\n"),
-                        ),
-                        None => (c.outcome.as_str().to_owned(), String::new()),
-                    };
-                    s.push_str(&format!(
-                        ">\n      <{tag} message=\"{}\" type=\"{}\">{}</{tag}>\n    </testcase>\n",
-                        xml(&msg),
-                        c.outcome.as_str(),
-                        xml(&body)
-                    ));
-                }
-            }
-        }
-        s.push_str("  </testsuite>\n</testsuites>\n");
-        s
     }
 
     /// A plain-text table, one row per case, then the summary line
@@ -235,22 +162,4 @@ pub fn detail(c: &CaseRecord) -> String {
             None => c.outcome.as_str().to_owned(),
         },
     }
-}
-
-fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {
-                out.push_str(&format!("&#x{:x};", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }

@@ -4,14 +4,27 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::{NetworkMode, RetentionMode, SandboxProviderCapabilities};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A capability token a case requires and a target declares.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+    strum::EnumString,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Token {
     /// Mounts stage, reads are physically contained.
     Filesystem,
@@ -43,26 +56,28 @@ impl Token {
 
     /// The kebab-case name.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Token::Filesystem => "filesystem",
-            Token::Process => "process",
-            Token::Snapshot => "snapshot",
-            Token::NetworkAllowlist => "network-allowlist",
-            Token::NetworkNone => "network-none",
-            Token::Zdr => "zdr",
-            Token::Cleanup => "cleanup",
-        }
+        self.into()
     }
 
     /// Parses a kebab-case name.
     pub fn parse(name: &str) -> Option<Token> {
-        Token::ALL.into_iter().find(|t| t.as_str() == name)
+        name.parse().ok()
     }
 
     /// Whether `envelope` can back this token: what the token's cases need
     /// the envelope to claim.
-    pub fn backed_by(&self, envelope: &SandboxProviderCapabilities) -> Result<(), String> {
-        let need = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_owned()) };
+    ///
+    /// # Errors
+    /// [`UnbackedToken`] naming the token and the claims it lacks.
+    pub fn backed_by(&self, envelope: &SandboxProviderCapabilities) -> Result<(), UnbackedToken> {
+        let token = *self;
+        let need = |ok: bool, needs: &'static str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(UnbackedToken { token, needs })
+            }
+        };
         match self {
             Token::Filesystem => need(
                 envelope.max_mounts >= 2 && envelope.physically_contained_file_read,
@@ -93,6 +108,17 @@ impl Token {
             Token::Cleanup => need(true, ""),
         }
     }
+}
+
+/// A token the envelope cannot back: the envelope lacks what the token's
+/// cases need it to claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("token {token} is not backed by the envelope: it needs {needs}")]
+pub struct UnbackedToken {
+    /// The token.
+    pub token: Token,
+    /// What the envelope must claim, e.g. `network_modes containing none`.
+    pub needs: &'static str,
 }
 
 impl fmt::Display for Token {

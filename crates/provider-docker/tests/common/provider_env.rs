@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_docker::provider::{host_platform, LABEL_SCOPE};
 use checkfu_sandbox_docker::{daemon, DockerConfig, DockerProvider};
+use checkfu_sandbox_docker::{host_platform, labels::LABEL_SCOPE};
 use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
 use sha2::Digest as _;
 

@@ -300,8 +300,8 @@ pub async fn backpressure(env: &Env, window: Duration, accepted_bound: usize) {
 
 #[track_caller]
 fn assert_already_open(f: &SandboxFailure) {
-    assert_eq!(f.causes.len(), 1, "{f}");
-    match &f.causes[0] {
+    assert_eq!(f.cause_count(), 1, "{f}");
+    match f.error() {
         SandboxError::SandboxLifecycleConflict {
             operation, actual, ..
         } => {

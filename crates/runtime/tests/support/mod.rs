@@ -1315,8 +1315,8 @@ impl Default for Harness {
 /// The only cause of `f`.
 #[track_caller]
 pub fn only(f: &SandboxFailure) -> &SandboxError {
-    assert_eq!(f.causes.len(), 1, "expected exactly one cause: {f}");
-    &f.causes[0]
+    assert_eq!(f.cause_count(), 1, "expected exactly one cause: {f}");
+    f.error()
 }
 
 /// Asserts `e` is `SandboxProtocolInvalid{operation, field, expected, actual}`.

@@ -1,0 +1,84 @@
+//! How `checkfu sandbox run` prints a session's events: the workload's
+//! stdout to stdout (through `out`, so a closed pipe is remembered), its
+//! stderr and checkfu's own lines to stderr.
+
+use std::io::Write;
+
+use checkfu_sandbox_contract::bounds::MAX_READ_FILE_BYTES;
+use checkfu_sandbox_session::{Event, Observer};
+
+use super::fail::render_failure;
+
+/// Prints events as they come.
+#[derive(Debug, Default)]
+pub struct Printer;
+
+impl Printer {
+    /// Flushes stdout before a failure line, so that the workload's output
+    /// comes first.
+    pub fn flush_stdout(&self) {
+        let _ = std::io::stdout().flush();
+    }
+}
+
+impl Observer for Printer {
+    fn event(&self, event: Event<'_>) {
+        match event {
+            Event::Image(image) => eprintln!("checkfu: image {}", image.as_str()),
+            Event::Staging {
+                mount_path,
+                done,
+                total,
+            } => eprintln!("checkfu: staging {mount_path}: {done}/{total} files"),
+            Event::Output { stdout, stderr } => {
+                // A closed stdout is remembered by `out` and settled at exit.
+                let _ = super::out::write(stdout);
+                let mut err = std::io::stderr().lock();
+                let _ = err.write_all(stderr);
+                let _ = err.flush();
+            }
+            Event::TimedOut { seconds } => {
+                eprintln!("checkfu: the workload timed out after {seconds} s")
+            }
+            Event::OutputsCopied { dir, report } => {
+                for skipped in &report.skipped {
+                    eprintln!(
+                        "checkfu: --outputs: {} not copied: {} bytes is over the {} MiB bound of one file read",
+                        skipped.path,
+                        skipped.size_bytes,
+                        MAX_READ_FILE_BYTES / (1024 * 1024)
+                    );
+                }
+                for (path, why) in &report.unwritten {
+                    eprintln!(
+                        "checkfu: --outputs {}: {path} not copied: {why}",
+                        dir.display()
+                    );
+                }
+            }
+            Event::Snapshot(snapshot) => eprintln!(
+                "checkfu: snapshot {} (expires {})",
+                snapshot.snapshot_id, snapshot.expires_at
+            ),
+            Event::Cancelled { instance_id } => match instance_id {
+                Some(id) => eprintln!("checkfu: interrupted; destroying instance {id}"),
+                None => eprintln!("checkfu: interrupted"),
+            },
+            Event::Unsettled { seconds } => eprintln!(
+                "checkfu: provider calls still running after {seconds} s; `checkfu sandbox cleanup` reclaims what they leave"
+            ),
+            Event::DestroyFailed {
+                instance_id,
+                failure: Some(f),
+                ..
+            } => eprintln!("checkfu: destroy {instance_id}: {}", render_failure(f)),
+            Event::DestroyFailed {
+                instance_id,
+                failure: None,
+                seconds,
+            } => eprintln!(
+                "checkfu: destroy {instance_id}: did not settle within {seconds} s; `checkfu sandbox cleanup` reclaims it after its expiry"
+            ),
+        }
+    }
+}

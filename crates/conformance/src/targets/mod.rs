@@ -1,4 +1,0 @@
-//! Conformance targets for the first-party providers.
-
-pub mod docker;
-pub mod memory;

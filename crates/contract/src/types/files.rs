@@ -1,0 +1,362 @@
+//! The file members: writeFile, readFile, readFiles, listDir, listProjectDir
+//! and beginActiveWrite (spec "The operations").
+
+use serde::{Deserialize, Serialize};
+
+use crate::bytes::Bytes;
+use crate::digest::Digest;
+
+/// writeFile: bytes at an admitted path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct WriteFileRequest {
+    /// The instance.
+    pub instance_id: String,
+    /// Absolute normalized path under a declared mount or the output tree.
+    pub path: String,
+    /// Content, at most 16 MiB.
+    pub content_base64: Bytes,
+}
+
+/// readFile: one file under `allowed_root`, physically contained.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileRequest {
+    /// The instance, in `active`.
+    pub instance_id: String,
+    /// Absolute normalized path under `allowed_root`.
+    pub path: String,
+    /// The mount root or output tree the read must stay inside.
+    pub allowed_root: String,
+    /// Most bytes to return, at most 16 MiB.
+    #[cfg_attr(feature = "schema", schemars(range(max = 16_777_216)))]
+    pub maximum_bytes: u64,
+}
+
+/// readFile's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SandboxFileContent {
+    /// The path read (echo of the request).
+    pub path: String,
+    /// The whole content, at most `maximum_bytes`.
+    pub content_base64: Bytes,
+}
+
+/// One member of a readFiles request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReadFilesEntry {
+    /// Absolute normalized path under the group's `allowed_root`.
+    pub path: String,
+    /// Most bytes for this file, at most 16 MiB.
+    #[cfg_attr(feature = "schema", schemars(range(max = 16_777_216)))]
+    pub maximum_bytes: u64,
+}
+
+/// readFiles: a native batch inside one `allowed_root`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReadFilesRequest {
+    /// The instance, in `active`.
+    pub instance_id: String,
+    /// The one root every member must stay inside.
+    pub allowed_root: String,
+    /// Members, at most 1,024.
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
+    pub files: Vec<ReadFilesEntry>,
+    /// Exactly the checked sum of the members' `maximum_bytes`, at most 128 MiB.
+    #[cfg_attr(feature = "schema", schemars(range(max = 134_217_728)))]
+    pub aggregate_maximum_bytes: u64,
+}
+
+/// The closed per-file outcome union of readFiles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ReadFileOutcome {
+    /// The content.
+    Read {
+        /// Echo of the member's path.
+        path: String,
+        /// At most the member's `maximum_bytes`.
+        content_base64: Bytes,
+    },
+    /// No such file.
+    NotFound {
+        /// Echo of the member's path.
+        path: String,
+    },
+    /// Over the member's `maximum_bytes`.
+    TooLarge {
+        /// Echo of the member's path.
+        path: String,
+        /// The file's size in bytes.
+        size_bytes: u64,
+    },
+    /// Resolution left the root.
+    OutsideRoot {
+        /// Echo of the member's path.
+        path: String,
+    },
+    /// Not a regular file.
+    NotRegularFile {
+        /// Echo of the member's path.
+        path: String,
+    },
+}
+
+impl ReadFileOutcome {
+    /// The member path this outcome answers.
+    pub fn path(&self) -> &str {
+        match self {
+            ReadFileOutcome::Read { path, .. }
+            | ReadFileOutcome::NotFound { path }
+            | ReadFileOutcome::TooLarge { path, .. }
+            | ReadFileOutcome::OutsideRoot { path }
+            | ReadFileOutcome::NotRegularFile { path } => path,
+        }
+    }
+}
+
+/// readFiles' result: one outcome per member, in request order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReadFilesResult {
+    /// Outcomes in request order.
+    pub files: Vec<ReadFileOutcome>,
+}
+
+/// listDir: regular files under a mount root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ListDirRequest {
+    /// The instance, in `active`.
+    pub instance_id: String,
+    /// A mount root or the output tree.
+    pub root: String,
+    /// Most entries, at most 100,000.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 100_000)))]
+    pub max_entries: u32,
+}
+
+/// One regular file in a listDir listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DirEntry {
+    /// Absolute path under the root.
+    pub path: String,
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// SHA-256 of the content.
+    pub sha256: Digest,
+}
+
+/// listDir's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ListDirResult {
+    /// Regular files, at most `max_entries`.
+    pub entries: Vec<DirEntry>,
+}
+
+/// listProjectDir: complete leaf enumeration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ListProjectDirRequest {
+    /// The instance, in `active`.
+    pub instance_id: String,
+    /// A mount root or the output tree.
+    pub root: String,
+    /// Most entries, at most 100,000.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 100_000)))]
+    pub max_entries: u32,
+}
+
+/// The kind of a listProjectDir leaf. Special files are named, never omitted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ProjectEntryKind {
+    /// A regular file.
+    Regular {
+        /// Size in bytes.
+        size_bytes: u64,
+        /// SHA-256 of the content.
+        sha256: Digest,
+    },
+    /// A symbolic link (never followed).
+    Symlink {
+        /// The link text.
+        target: String,
+    },
+    /// A Git submodule (gitlink).
+    Submodule,
+    /// A character or block device.
+    Device,
+    /// A socket.
+    Socket,
+    /// A named pipe.
+    Fifo,
+    /// Anything else.
+    Other,
+}
+
+/// One leaf of a listProjectDir listing.
+///
+/// Wire form: one object with `path`, the `kind` tag and the kind's
+/// members, for example `{"path": "/p/a", "kind": "regular", "size_bytes":
+/// 5, "sha256": "sha256:..."}`. Decoded through [`ProjectEntryWire`]:
+/// serde's `flatten` of an internally tagged enum under
+/// `deny_unknown_fields` refuses the `kind` tag itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(from = "ProjectEntryWire")]
+pub struct ProjectEntry {
+    /// Absolute path under the root.
+    pub path: String,
+    /// What it is.
+    #[serde(flatten)]
+    pub kind: ProjectEntryKind,
+}
+
+/// The decoding shape of [`ProjectEntry`]: one internally tagged enum whose
+/// variants each carry `path`, so every unknown member is refused.
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(rename = "ProjectEntry"))]
+pub enum ProjectEntryWire {
+    /// A regular file.
+    Regular {
+        /// Absolute path under the root.
+        path: String,
+        /// Size in bytes.
+        size_bytes: u64,
+        /// SHA-256 of the content.
+        sha256: Digest,
+    },
+    /// A symbolic link (never followed).
+    Symlink {
+        /// Absolute path under the root.
+        path: String,
+        /// The link text.
+        target: String,
+    },
+    /// A Git submodule (gitlink).
+    Submodule {
+        /// Absolute path under the root.
+        path: String,
+    },
+    /// A character or block device.
+    Device {
+        /// Absolute path under the root.
+        path: String,
+    },
+    /// A socket.
+    Socket {
+        /// Absolute path under the root.
+        path: String,
+    },
+    /// A named pipe.
+    Fifo {
+        /// Absolute path under the root.
+        path: String,
+    },
+    /// Anything else.
+    Other {
+        /// Absolute path under the root.
+        path: String,
+    },
+}
+
+impl From<ProjectEntryWire> for ProjectEntry {
+    fn from(w: ProjectEntryWire) -> Self {
+        let (path, kind) = match w {
+            ProjectEntryWire::Regular {
+                path,
+                size_bytes,
+                sha256,
+            } => (path, ProjectEntryKind::Regular { size_bytes, sha256 }),
+            ProjectEntryWire::Symlink { path, target } => {
+                (path, ProjectEntryKind::Symlink { target })
+            }
+            ProjectEntryWire::Submodule { path } => (path, ProjectEntryKind::Submodule),
+            ProjectEntryWire::Device { path } => (path, ProjectEntryKind::Device),
+            ProjectEntryWire::Socket { path } => (path, ProjectEntryKind::Socket),
+            ProjectEntryWire::Fifo { path } => (path, ProjectEntryKind::Fifo),
+            ProjectEntryWire::Other { path } => (path, ProjectEntryKind::Other),
+        };
+        ProjectEntry { path, kind }
+    }
+}
+
+/// listProjectDir's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ListProjectDirResult {
+    /// Every leaf, at most `max_entries`.
+    pub entries: Vec<ProjectEntry>,
+    /// Must be `true`: the listing names every leaf.
+    pub complete: bool,
+}
+
+/// One file of a beginActiveWrite batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ActiveWriteFile {
+    /// Absolute normalized path inside one read-write mount.
+    pub path: String,
+    /// Regular-file content, at most 16 MiB.
+    pub content_base64: Bytes,
+}
+
+/// beginActiveWrite: stage and atomically publish a bounded batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ActiveWriteRequest {
+    /// The instance, in `active`.
+    pub instance_id: String,
+    /// Caller-chosen transaction id, for redelivery.
+    pub transaction_id: String,
+    /// The batch: at most 1,024 files, 128 MiB in all, no path an ancestor
+    /// of another.
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
+    pub files: Vec<ActiveWriteFile>,
+}
+
+/// How a beginActiveWrite transaction settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ActiveWriteOutcome {
+    /// Every file published atomically.
+    Committed {
+        /// Echo of the transaction id.
+        transaction_id: String,
+        /// The deepest read-write mount owning every target.
+        mount_path: String,
+        /// The paths published, in request order.
+        published: Vec<String>,
+    },
+    /// Nothing published; staged bodies rolled back.
+    RolledBack {
+        /// Echo of the transaction id.
+        transaction_id: String,
+        /// Why.
+        reason: String,
+    },
+}

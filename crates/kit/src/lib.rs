@@ -1,0 +1,580 @@
+//! The machine-readable author kit, generated in memory (DESIGN §1 "author
+//! kit"; STYLE 9).
+//!
+//! [`generate`] produces every file of the kit — `README.md`,
+//! `schema/<Type>.json` (JSON Schema 2020-12 of each boundary type, plus
+//! `schema/vector.schema.json`) and `vectors/{valid,invalid}/<name>.json`
+//! (golden vectors) — deterministically, as pretty JSON with sorted keys and
+//! a trailing newline. [`check`] compares a directory with it and [`write()`]
+//! regenerates one. [`evaluate`] runs the check a vector names and
+//! [`verify`] compares the result with the vector's recorded expectation:
+//! the loop test, the CLI and partners' reference all use this one path.
+//!
+//! # Vector format
+//!
+//! ```json
+//! {
+//!   "revision": "checkfu.sandbox/v1",
+//!   "name": "instance-identity-expires-at",
+//!   "description": "...",
+//!   "check": "instance_identity",
+//!   "input": { ... },
+//!   "expect": {"outcome": "refused", "field": "expires_at",
+//!              "error": {"_tag": "SandboxProtocolInvalid", "operation": "instance_identity",
+//!                        "field": "expires_at", "expected": "...", "actual": "..."}},
+//!   "schema_verdict": "rejects"
+//! }
+//! ```
+//!
+//! `check` is one of `decode:<Type>` (input: the document),
+//! `validate:<Type>` (input: `{"request": <document>, ...parameters}`),
+//! `instance_identity` (`{request, expected_state, envelope, returned}`),
+//! `snapshot_identity` (`{source, requested_expires_at, returned}`),
+//! `clone_identity` (`{source, target_session_id, returned}`) or
+//! `open_process_identity` (`{instance, request, envelope, evidence}`).
+//! `expect.error` is a subset of the refusal's wire form: every member it
+//! names must be equal; `expect.rule` (envelope vectors) must prefix the
+//! error's `expected`. `schema_verdict` (decode and validate vectors) says
+//! whether the type's JSON Schema alone accepts or rejects the document.
+//! The expectations are declared by the generator from what each vector is
+//! meant to test, never computed by running the checks.
+
+mod fixtures;
+mod schema;
+mod vectors;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use checkfu_sandbox_contract::error::SandboxError;
+use checkfu_sandbox_contract::identity::{
+    check_clone, check_instance, check_process_evidence, check_snapshot,
+};
+use checkfu_sandbox_contract::validate;
+use checkfu_sandbox_contract::wire::{check_capabilities, decode_value, WIRE_REVISION};
+
+pub use schema::{boundary_type_names, schema_for, wire_type_name};
+
+/// One generated file of the kit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KitFile {
+    /// Path relative to the kit's root, `/`-separated (`schema/SandboxInstance.json`).
+    pub path: String,
+    /// The whole content.
+    pub contents: String,
+}
+
+/// How a directory differs from the generated kit for one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriftKind {
+    /// The kit has the file; the directory does not.
+    Missing,
+    /// The directory has a file the kit does not.
+    Extra,
+    /// Both have it, with different contents.
+    Differs,
+}
+
+/// One drifted file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KitDrift {
+    /// Path relative to the kit's root, `/`-separated.
+    pub path: String,
+    /// How it drifted.
+    pub kind: DriftKind,
+}
+
+impl fmt::Display for KitDrift {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            DriftKind::Missing => "missing",
+            DriftKind::Extra => "extra",
+            DriftKind::Differs => "differs",
+        };
+        write!(f, "{kind}: {}", self.path)
+    }
+}
+
+/// Renders a JSON value as the kit stores it: pretty, object keys sorted at
+/// every level (independent of serde_json's `preserve_order`), and a
+/// trailing newline.
+pub fn render(value: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(&sorted(value)).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let ordered: BTreeMap<&String, Value> =
+                map.iter().map(|(k, v)| (k, sorted(v))).collect();
+            let mut out = Map::new();
+            for (k, v) in ordered {
+                out.insert(k.clone(), v);
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Every file of the kit, sorted by path.
+pub fn generate() -> Vec<KitFile> {
+    let mut files = vec![KitFile {
+        path: "README.md".into(),
+        contents: include_str!("README.md").to_owned(),
+    }];
+    for (name, schema) in schema::all() {
+        files.push(KitFile {
+            path: format!("schema/{name}.json"),
+            contents: render(&schema),
+        });
+    }
+    for vector in vectors::all() {
+        let dir = if vector.valid { "valid" } else { "invalid" };
+        files.push(KitFile {
+            path: format!("vectors/{dir}/{}.json", vector.name),
+            contents: render(&vector.to_json()),
+        });
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    files
+}
+
+fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        if entry.file_type()?.is_dir() {
+            list_files(root, &path, out)?;
+        } else if let Ok(rel) = path.strip_prefix(root) {
+            let parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            out.push(parts.join("/"));
+        }
+    }
+    Ok(())
+}
+
+/// Compares `dir` with the generated kit.
+///
+/// # Errors
+/// Every drifted file, sorted by path: a generated file absent from `dir`
+/// (`Missing`), a `.json` file under `schema/` or `vectors/` the kit does
+/// not generate (`Extra`), or one
+/// whose bytes differ (`Differs`). An unreadable `dir` reports every file
+/// as missing.
+pub fn check(dir: &Path) -> Result<(), Vec<KitDrift>> {
+    let generated = generate();
+    let mut present = Vec::new();
+    // An absent or unreadable directory leaves `present` short; every
+    // generated file then reports as missing.
+    let _ = list_files(dir, dir, &mut present);
+    let mut drift = Vec::new();
+    for file in &generated {
+        match std::fs::read(dir.join(&file.path)) {
+            Err(_) => drift.push(KitDrift {
+                path: file.path.clone(),
+                kind: DriftKind::Missing,
+            }),
+            Ok(bytes) if bytes != file.contents.as_bytes() => drift.push(KitDrift {
+                path: file.path.clone(),
+                kind: DriftKind::Differs,
+            }),
+            Ok(_) => {}
+        }
+    }
+    for path in present {
+        if kit_owned(&path) && !generated.iter().any(|f| f.path == path) {
+            drift.push(KitDrift {
+                path,
+                kind: DriftKind::Extra,
+            });
+        }
+    }
+    drift.sort_by(|a, b| a.path.cmp(&b.path));
+    if drift.is_empty() {
+        Ok(())
+    } else {
+        Err(drift)
+    }
+}
+
+/// The subdirectories the kit owns: stale `.json` files under them are
+/// removed by [`write`] and reported by [`check`].
+const OWNED_DIRS: [&str; 2] = ["schema/", "vectors/"];
+
+/// The file whose presence marks a directory as an author kit.
+const KIT_MARKER: &str = "schema/vector.schema.json";
+
+fn kit_owned(path: &str) -> bool {
+    OWNED_DIRS.iter().any(|d| path.starts_with(d)) && path.ends_with(".json")
+}
+
+/// Writes the generated kit into `dir` (created when absent) and removes
+/// stale `.json` files under its `schema/` and `vectors/`, so that
+/// afterwards [`check`] passes. Nothing else in `dir` is touched.
+///
+/// # Errors
+/// `InvalidInput` when `dir` is a non-empty directory that is not an author
+/// kit (no `schema/vector.schema.json`): writing there could mix the kit
+/// with unrelated files. Otherwise the first I/O error.
+pub fn write(dir: &Path) -> std::io::Result<()> {
+    let generated = generate();
+    let non_empty = std::fs::read_dir(dir)
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false);
+    if non_empty && !dir.join(KIT_MARKER).exists() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a non-empty directory that is not an author kit (no {KIT_MARKER}); \
+                 choose an empty or new directory",
+                dir.display()
+            ),
+        ));
+    }
+    std::fs::create_dir_all(dir)?;
+    let mut present = Vec::new();
+    list_files(dir, dir, &mut present)?;
+    for path in present {
+        if kit_owned(&path) && !generated.iter().any(|f| f.path == path) {
+            std::fs::remove_file(dir.join(&path))?;
+        }
+    }
+    for file in &generated {
+        let target = dir.join(&file.path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        if std::fs::read(&target).ok().as_deref() != Some(file.contents.as_bytes()) {
+            std::fs::write(&target, &file.contents)?;
+        }
+    }
+    Ok(())
+}
+
+/// What running a vector's check produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The input passed the check.
+    Accepted,
+    /// The input was refused.
+    Refused {
+        /// The offending field path (for a protocol error, its `field`).
+        field: String,
+        /// The refusal as the runtime reports it.
+        error: SandboxError,
+    },
+}
+
+/// A vector that cannot be run: malformed, of another revision, or naming
+/// an unknown check.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed vector: {0}")]
+pub struct VectorError(pub String);
+
+fn member<'a>(value: &'a Value, key: &str) -> Result<&'a Value, VectorError> {
+    value
+        .get(key)
+        .ok_or_else(|| VectorError(format!("missing member {key:?}")))
+}
+
+fn refused(error: SandboxError) -> Outcome {
+    let field = match &error {
+        SandboxError::SandboxProtocolInvalid { field, .. } => field.clone(),
+        SandboxError::SandboxOperationFailed {
+            field: Some(field), ..
+        } => field.clone(),
+        _ => String::new(),
+    };
+    Outcome::Refused { field, error }
+}
+
+fn first(
+    mismatches: Vec<checkfu_sandbox_contract::Mismatch>,
+    to_error: impl FnOnce(checkfu_sandbox_contract::Mismatch) -> SandboxError,
+) -> Outcome {
+    match mismatches.into_iter().next() {
+        None => Outcome::Accepted,
+        Some(m) => {
+            let field = m.field.clone();
+            Outcome::Refused {
+                field,
+                error: to_error(m),
+            }
+        }
+    }
+}
+
+/// Decodes one part of a vector's input; a decode failure is the outcome.
+macro_rules! part {
+    ($input:expr, $key:literal, $ty:ty, $wire:literal) => {
+        match decode_value::<$ty>($wire, member($input, $key)?) {
+            Ok(v) => v,
+            Err(e) => return Ok(refused(e)),
+        }
+    };
+}
+
+/// Runs the check a vector names on its input.
+///
+/// # Errors
+/// [`VectorError`] when the vector is not an object of this revision with
+/// a known `check` and the input members that check needs.
+pub fn evaluate(vector: &Value) -> Result<Outcome, VectorError> {
+    let revision = member(vector, "revision")?;
+    if revision != WIRE_REVISION {
+        return Err(VectorError(format!(
+            "revision {revision}, expected {WIRE_REVISION:?}"
+        )));
+    }
+    let check = member(vector, "check")?
+        .as_str()
+        .ok_or_else(|| VectorError("check is not a string".into()))?;
+    let input = member(vector, "input")?;
+    use checkfu_sandbox_contract::capabilities::SandboxProviderCapabilities as Caps;
+    use checkfu_sandbox_contract::types::*;
+    if let Some(type_name) = check.strip_prefix("decode:") {
+        let decode = schema::decoder(type_name)
+            .ok_or_else(|| VectorError(format!("unknown type {type_name:?}")))?;
+        return Ok(match decode(input) {
+            Ok(()) => Outcome::Accepted,
+            Err(e) => refused(e),
+        });
+    }
+    if let Some(type_name) = check.strip_prefix("validate:") {
+        let outcome = match type_name {
+            "SandboxCommand" => {
+                let command = part!(input, "request", SandboxCommand, "command");
+                let max = member(input, "max_duration_seconds")?
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| VectorError("max_duration_seconds is not a u32".into()))?;
+                first(validate::command(&command, max), |m| {
+                    validate::invalid_request("execute", m)
+                })
+            }
+            "SandboxProcessRequest" => {
+                let r = part!(input, "request", SandboxProcessRequest, "process_request");
+                first(validate::process_request(&r), |m| {
+                    validate::invalid_request("open_process", m)
+                })
+            }
+            "ReadFileRequest" => {
+                let r = part!(input, "request", ReadFileRequest, "read_file_request");
+                first(validate::read_file_request(&r), |m| {
+                    validate::invalid_request("read_file", m)
+                })
+            }
+            "ReadFilesRequest" => {
+                let r = part!(input, "request", ReadFilesRequest, "read_files_request");
+                first(validate::read_files_request(&r), |m| {
+                    validate::invalid_request("read_files", m)
+                })
+            }
+            "ListDirRequest" => {
+                let r = part!(input, "request", ListDirRequest, "list_dir_request");
+                first(validate::list_dir_request(&r), |m| {
+                    validate::invalid_request("list_dir", m)
+                })
+            }
+            "ListProjectDirRequest" => {
+                let r = part!(
+                    input,
+                    "request",
+                    ListProjectDirRequest,
+                    "list_project_dir_request"
+                );
+                first(validate::list_project_dir_request(&r), |m| {
+                    validate::invalid_request("list_project_dir", m)
+                })
+            }
+            "CleanupRequest" => {
+                let r = part!(input, "request", CleanupRequest, "cleanup_request");
+                first(validate::cleanup_request(&r), |m| {
+                    validate::invalid_request("cleanup", m)
+                })
+            }
+            "WriteFileRequest" => {
+                let r = part!(input, "request", WriteFileRequest, "write_file_request");
+                first(validate::write_file_request(&r), |m| {
+                    validate::invalid_request("write_file", m)
+                })
+            }
+            "ActiveWriteRequest" => {
+                let r = part!(input, "request", ActiveWriteRequest, "active_write_request");
+                first(validate::active_write_request(&r), |m| {
+                    validate::invalid_request("begin_active_write", m)
+                })
+            }
+            "SandboxProvisionRequest" => {
+                let r = part!(
+                    input,
+                    "request",
+                    SandboxProvisionRequest,
+                    "provision_request"
+                );
+                let max = member(input, "max_mounts")?
+                    .as_u64()
+                    .and_then(|n| u8::try_from(n).ok())
+                    .ok_or_else(|| VectorError("max_mounts is not a u8".into()))?;
+                first(validate::mounts(&r.mounts, max), |m| {
+                    validate::mounts_unavailable(&m)
+                })
+            }
+            other => return Err(VectorError(format!("no validator for {other:?}"))),
+        };
+        return Ok(outcome);
+    }
+    let outcome = match check {
+        "instance_identity" => {
+            let request = part!(
+                input,
+                "request",
+                SandboxProvisionRequest,
+                "provision_request"
+            );
+            let state = part!(input, "expected_state", InstanceState, "instance_state");
+            let envelope = part!(input, "envelope", Caps, "capabilities");
+            if let Err(e) = check_capabilities(&envelope) {
+                return Ok(refused(e));
+            }
+            let returned = part!(input, "returned", SandboxInstance, "instance");
+            first(check_instance(&request, state, &envelope, &returned), |m| {
+                m.into_error("instance_identity")
+            })
+        }
+        "snapshot_identity" => {
+            let source = part!(input, "source", SandboxInstance, "instance");
+            let expires = part!(
+                input,
+                "requested_expires_at",
+                checkfu_sandbox_contract::Timestamp,
+                "timestamp"
+            );
+            let returned = part!(input, "returned", SandboxSnapshot, "snapshot");
+            first(check_snapshot(&source, &expires, &returned), |m| {
+                m.into_error("snapshot_identity")
+            })
+        }
+        "clone_identity" => {
+            let source = part!(input, "source", SandboxSnapshot, "snapshot");
+            let target = member(input, "target_session_id")?
+                .as_str()
+                .ok_or_else(|| VectorError("target_session_id is not a string".into()))?;
+            let returned = part!(input, "returned", SandboxSnapshot, "snapshot");
+            first(check_clone(&source, target, &returned), |m| {
+                m.into_error("clone_identity")
+            })
+        }
+        "open_process_identity" => {
+            let instance = part!(input, "instance", SandboxInstance, "instance");
+            let request = part!(input, "request", SandboxProcessRequest, "process_request");
+            let envelope = part!(input, "envelope", Caps, "capabilities");
+            if let Err(e) = check_capabilities(&envelope) {
+                return Ok(refused(e));
+            }
+            let evidence = part!(
+                input,
+                "evidence",
+                SandboxProcessEvidence,
+                "process_evidence"
+            );
+            first(
+                check_process_evidence(&instance, &request, &envelope, &evidence),
+                |m| m.into_error("open_process_identity"),
+            )
+        }
+        other => return Err(VectorError(format!("unknown check {other:?}"))),
+    };
+    Ok(outcome)
+}
+
+/// Runs a vector and compares the outcome with its `expect`.
+///
+/// # Errors
+/// A description of the disagreement (or of a malformed vector).
+pub fn verify(vector: &Value) -> Result<(), String> {
+    let outcome = evaluate(vector).map_err(|e| e.to_string())?;
+    let expect = member(vector, "expect").map_err(|e| e.to_string())?;
+    let wanted = expect.get("outcome").and_then(Value::as_str);
+    match (wanted, &outcome) {
+        (Some("accepted"), Outcome::Accepted) => Ok(()),
+        (Some("accepted"), Outcome::Refused { error, .. }) => Err(format!(
+            "expected accepted, got refused: {}: {error}",
+            error.tag()
+        )),
+        (Some("refused"), Outcome::Accepted) => Err("expected refused, got accepted".into()),
+        (Some("refused"), Outcome::Refused { field, error }) => {
+            let mut problems = Vec::new();
+            if let Some(f) = expect.get("field").and_then(Value::as_str) {
+                if f != field {
+                    problems.push(format!("field: expected {f:?}, actual {field:?}"));
+                }
+            }
+            let wire = serde_json::to_value(error).unwrap_or(Value::Null);
+            if let Some(Value::Object(subset)) = expect.get("error") {
+                for (k, v) in subset {
+                    let actual = wire.get(k).unwrap_or(&Value::Null);
+                    if actual != v {
+                        problems.push(format!("error.{k}: expected {v}, actual {actual}"));
+                    }
+                }
+            }
+            if let Some(rule) = expect.get("rule").and_then(Value::as_str) {
+                let text = wire.get("expected").and_then(Value::as_str).unwrap_or("");
+                if !text.starts_with(&format!("{rule}: ")) {
+                    problems.push(format!(
+                        "rule: expected {rule:?}, actual expected text {text:?}"
+                    ));
+                }
+            }
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} (error: {wire})", problems.join("; ")))
+            }
+        }
+        (other, _) => Err(format!(
+            "expect.outcome is {other:?}, not accepted or refused"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_is_deterministic_sorted_and_unique() {
+        let a = generate();
+        assert_eq!(a, generate());
+        let paths: Vec<&str> = a.iter().map(|f| f.path.as_str()).collect();
+        let mut sorted_paths = paths.clone();
+        sorted_paths.sort();
+        sorted_paths.dedup();
+        assert_eq!(paths, sorted_paths);
+        assert!(a.iter().all(|f| f.contents.ends_with('\n')));
+    }
+
+    #[test]
+    fn every_vector_verifies() {
+        let failures: Vec<String> = vectors::all()
+            .iter()
+            .filter_map(|v| {
+                verify(&v.to_json())
+                    .err()
+                    .map(|e| format!("{}: {e}", v.name))
+            })
+            .collect();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}

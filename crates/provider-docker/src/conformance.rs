@@ -1,0 +1,507 @@
+//! The Docker provider as a conformance target: the real local daemon, the
+//! offline busybox fixture image, a unique scope per target, a temporary
+//! state directory, and token listeners on a private network the target
+//! creates.
+//!
+//! Declares six tokens (filesystem, process, snapshot, network-none, zdr,
+//! cleanup); allowlist-egress is a recorded skip because the provider does
+//! not offer `allowlist`.
+//!
+//! Network traffic only goes to listeners this target started: each is a
+//! fixture container on an `internal` bridge network the target created
+//! (labelled with its scope), and the positive control dials it from
+//! another short-lived container on that network. Sandbox instances run
+//! with network mode `none`.
+//!
+//! Compiled with the feature `conformance`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::query_parameters::{ListImagesOptionsBuilder, ListNetworksOptionsBuilder};
+use checkfu_sandbox_conformance::context::fresh_token;
+use checkfu_sandbox_conformance::{ConformanceTarget, Listener, LiveObjects, TargetError, Token};
+use checkfu_sandbox_contract::*;
+
+use crate::labels::{LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE};
+use crate::{daemon, fixture, testnet, DockerConfig, DockerProvider};
+use crate::{host_platform, PROVIDER_ID};
+
+/// The port every listener container listens on (each has its own address).
+pub const LISTENER_PORT: u16 = 7000;
+/// `checkfu.sandbox.kind` of the target's own listener and dialer containers.
+pub const KIND_TEST_SUPPORT: &str = "conformance-support";
+
+/// Sweep rounds [`DockerTarget::close_scope`] makes until nothing of the scope is
+/// left (a daemon call dropped mid-flight may still create an object after
+/// the first round listed the scope).
+pub const CLOSE_ROUNDS: u32 = 3;
+
+static TARGET_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The Docker provider under test.
+pub struct DockerTarget {
+    provider: DockerProvider,
+    root_image: ImageReference,
+    fixture_id: String,
+    scope: String,
+    network: String,
+    state_path: PathBuf,
+    state_dir: Mutex<Option<tempfile::TempDir>>,
+    listeners: Mutex<HashMap<(String, u16), String>>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for DockerTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerTarget")
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DockerTarget {
+    /// Connects to the local daemon, ensures the fixture image built from
+    /// the busybox binary at `busybox` (reporting build lines through
+    /// `progress`), and prepares a fresh scope `conf-<pid>-<n>`, a
+    /// temporary state directory and a private network.
+    ///
+    /// # Errors
+    /// [`TargetError::Platform`] when the daemon, the fixture or the
+    /// network is unusable.
+    pub async fn new(
+        busybox: &Path,
+        progress: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<DockerTarget, TargetError> {
+        let docker = daemon::connect()
+            .await
+            .map_err(|e| TargetError::platform("docker daemon", chain(&e)))?;
+        docker
+            .ping()
+            .await
+            .map_err(|e| TargetError::platform("docker daemon ping", chain(&e)))?;
+        let pinned = fixture::ensure_fixture(&docker, busybox, progress)
+            .await
+            .map_err(|e| {
+                TargetError::platform(
+                    format!("fixture image from {}", busybox.display()),
+                    chain(&e),
+                )
+            })?;
+        let root_image = ImageReference::parse(&pinned)
+            .map_err(|e| TargetError::platform(format!("fixture reference {pinned}"), e))?;
+        let fixture_id = format!("sha256:{}", root_image.digest().hex());
+        let scope = format!(
+            "conf-{}-{}",
+            std::process::id(),
+            TARGET_COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        let state_dir = tempfile::Builder::new()
+            .prefix(&format!("checkfu-{scope}-"))
+            .tempdir()
+            .map_err(|e| TargetError::platform("state directory", chain(&e)))?;
+        let provider = DockerProvider::with_docker(
+            docker.clone(),
+            DockerConfig {
+                state_dir: state_dir.path().to_path_buf(),
+                scope: scope.clone(),
+                clock: Arc::new(SystemClock),
+            },
+        )
+        .map_err(|e| TargetError::platform("provider", chain(&e)))?;
+        let network = format!("checkfu-{scope}");
+        // The target exists before its network does: if this future is
+        // dropped while the network is being created, or creation fails,
+        // dropping the target sweeps the scope and its state directory.
+        let target = DockerTarget {
+            provider,
+            root_image,
+            fixture_id,
+            scope,
+            network,
+            state_path: state_dir.path().to_path_buf(),
+            state_dir: Mutex::new(Some(state_dir)),
+            listeners: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+        };
+        testnet::create_network(&docker, &target.network, &target.support_labels())
+            .await
+            .map_err(|e| TargetError::platform(format!("network {}", target.network), chain(&e)))?;
+        Ok(target)
+    }
+
+    /// The provider (also reachable through [`ConformanceTarget::provider`]).
+    pub fn docker_provider(&self) -> &DockerProvider {
+        &self.provider
+    }
+
+    /// The scope label value of everything this target creates.
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// The pinned fixture reference instances start from.
+    pub fn fixture_reference(&self) -> &ImageReference {
+        &self.root_image
+    }
+
+    fn support_labels(&self) -> HashMap<String, String> {
+        HashMap::from([
+            (LABEL_PROVIDER.to_owned(), PROVIDER_ID.to_owned()),
+            (LABEL_SCOPE.to_owned(), self.scope.clone()),
+            (LABEL_KIND.to_owned(), KIND_TEST_SUPPORT.to_owned()),
+        ])
+    }
+
+    /// The target's state directory (removed by [`DockerTarget::close_scope`]).
+    pub fn state_dir(&self) -> &Path {
+        &self.state_path
+    }
+
+    /// The name of the target's private network.
+    pub fn network(&self) -> &str {
+        &self.network
+    }
+
+    /// Removes everything of this target's scope, whatever state a dropped
+    /// suite left it in: every instance and snapshot the provider holds
+    /// (its cleanup with a far-future cutoff, then a destroy of whatever
+    /// its inventory still lists), every container and image carrying the
+    /// scope label (instances, clones, snapshot images, listeners and
+    /// dialers), the network and the state directory. Repeats the sweep up
+    /// to [`CLOSE_ROUNDS`] times while anything is left.
+    ///
+    /// Idempotent and best effort: every step runs even when an earlier
+    /// one failed.
+    ///
+    /// # Errors
+    /// [`TargetError::Leftovers`] naming everything that could not be
+    /// removed.
+    pub async fn close_scope(&self) -> Result<(), TargetError> {
+        self.closed.store(true, Ordering::SeqCst);
+        if let Ok(mut map) = self.listeners.lock() {
+            map.clear();
+        }
+        let mut problems = Vec::new();
+        for round in 1..=CLOSE_ROUNDS {
+            let failed = sweep(&self.provider, &self.scope, &self.network).await;
+            match leftovers(&self.provider, &self.scope, &self.network).await {
+                // Nothing is left: a step that failed on the way (say, an
+                // object a concurrent removal took first) did no harm.
+                Ok(left) if left.is_empty() => {
+                    problems.clear();
+                    break;
+                }
+                Ok(left) => {
+                    problems = failed;
+                    problems.push(format!("left after {round} sweep(s): {}", left.join(", ")));
+                }
+                Err(e) => {
+                    problems = failed;
+                    problems.push(e);
+                }
+            }
+            if round < CLOSE_ROUNDS {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        match std::fs::remove_dir_all(&self.state_path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => problems.push(format!(
+                "state directory {}: {e}",
+                self.state_path.display()
+            )),
+        }
+        // The directory is gone (or reported): the guard has nothing left
+        // to remove.
+        drop(
+            self.state_dir
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(TargetError::Leftovers(problems))
+        }
+    }
+}
+
+/// An error and its sources, joined by `: `.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// A cutoff later than every object of a live scope: the provider's
+/// cleanup with it sweeps everything.
+fn far_future() -> Timestamp {
+    SystemClock.now().add_seconds(100 * 365 * 86_400)
+}
+
+/// One sweep of `scope`: the provider's cleanup with a far-future cutoff,
+/// a destroy of whatever its inventory still lists, then every container,
+/// image and network carrying the scope label, and the network by name.
+/// Returns what failed; every step runs.
+async fn sweep(provider: &DockerProvider, scope: &str, network: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let cutoff = far_future();
+    if let Err(e) = provider
+        .cleanup(CleanupRequest {
+            now: cutoff,
+            orphaned_before: cutoff,
+            pinned_snapshots: Vec::new(),
+        })
+        .await
+    {
+        problems.push(format!("provider cleanup: {e}"));
+    }
+    problems.extend(provider.destroy_all().await);
+    let docker = provider.docker();
+    let labels = [(LABEL_SCOPE, scope)];
+    match daemon::list_containers_by_labels(docker, &labels).await {
+        Ok(list) => {
+            for c in list {
+                let id = c.id.unwrap_or_default();
+                if let Err(e) = daemon::remove_container(docker, &id).await {
+                    problems.push(format!("container {id}: {}", chain(&e)));
+                }
+            }
+        }
+        Err(e) => problems.push(format!("listing containers: {}", chain(&e))),
+    }
+    match scope_images(docker, scope).await {
+        Ok(ids) => {
+            for id in ids {
+                if let Err(e) = daemon::remove_image(docker, &id, true).await {
+                    problems.push(format!("image {id}: {}", chain(&e)));
+                }
+            }
+        }
+        Err(e) => problems.push(e),
+    }
+    let mut networks = vec![network.to_owned()];
+    match scope_networks(docker, scope).await {
+        Ok(names) => networks.extend(names.into_iter().filter(|n| n != network)),
+        Err(e) => problems.push(e),
+    }
+    for name in networks {
+        if let Err(e) = testnet::remove_network(docker, &name).await {
+            problems.push(format!("network {name}: {}", chain(&e)));
+        }
+    }
+    problems
+}
+
+/// Ids of every image (intermediate ones too) labelled with `scope`.
+async fn scope_images(docker: &crate::Docker, scope: &str) -> Result<Vec<String>, String> {
+    let filters = HashMap::from([("label".to_owned(), vec![format!("{LABEL_SCOPE}={scope}")])]);
+    let opts = ListImagesOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    docker
+        .list_images(Some(opts))
+        .await
+        .map(|list| list.into_iter().map(|i| i.id).collect())
+        .map_err(|e| format!("listing images: {}", chain(&e)))
+}
+
+/// Names of every network labelled with `scope`.
+async fn scope_networks(docker: &crate::Docker, scope: &str) -> Result<Vec<String>, String> {
+    let filters = HashMap::from([("label".to_owned(), vec![format!("{LABEL_SCOPE}={scope}")])]);
+    let opts = ListNetworksOptionsBuilder::new().filters(&filters).build();
+    docker
+        .list_networks(Some(opts))
+        .await
+        .map(|list| list.into_iter().filter_map(|n| n.name).collect())
+        .map_err(|e| format!("listing networks: {}", chain(&e)))
+}
+
+/// What of `scope` is still at the daemon or in the provider's inventory,
+/// each named (`container <id>`, `image <id>`, `network <name>`,
+/// `instance <id>`, `snapshot <id>`).
+async fn leftovers(
+    provider: &DockerProvider,
+    scope: &str,
+    network: &str,
+) -> Result<Vec<String>, String> {
+    let docker = provider.docker();
+    let mut left = Vec::new();
+    let inv = provider
+        .inventory()
+        .await
+        .map_err(|e| format!("inventory: {e}"))?;
+    left.extend(inv.instances.keys().map(|id| format!("instance {id}")));
+    left.extend(inv.snapshots.keys().map(|id| format!("snapshot {id}")));
+    let containers = daemon::list_containers_by_labels(docker, &[(LABEL_SCOPE, scope)])
+        .await
+        .map_err(|e| format!("listing containers: {}", chain(&e)))?;
+    left.extend(
+        containers
+            .into_iter()
+            .map(|c| format!("container {}", c.id.unwrap_or_default())),
+    );
+    left.extend(
+        scope_images(docker, scope)
+            .await?
+            .into_iter()
+            .map(|id| format!("image {id}")),
+    );
+    let mut networks = scope_networks(docker, scope).await?;
+    let named = docker
+        .inspect_network(
+            network,
+            None::<bollard::query_parameters::InspectNetworkOptions>,
+        )
+        .await;
+    match named {
+        Ok(_) => networks.push(network.to_owned()),
+        Err(e) if daemon::is_not_found(&e) => {}
+        Err(e) => return Err(format!("inspecting network {network}: {}", chain(&e))),
+    }
+    networks.sort();
+    networks.dedup();
+    left.extend(networks.into_iter().map(|n| format!("network {n}")));
+    Ok(left)
+}
+
+impl Drop for DockerTarget {
+    fn drop(&mut self) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        // Drop cannot await and may run inside a runtime: sweep on a thread
+        // with its own runtime, best effort.
+        let provider = self.provider.clone();
+        let scope = self.scope.clone();
+        let network = self.network.clone();
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map(|rt| rt.block_on(sweep(&provider, &scope, &network)))
+        })
+        .join();
+    }
+}
+
+#[async_trait]
+impl ConformanceTarget for DockerTarget {
+    fn name(&self) -> &str {
+        "docker"
+    }
+
+    fn provider(&self) -> Arc<dyn SandboxProvider> {
+        Arc::new(self.provider.clone())
+    }
+
+    fn reopen(&self) -> Arc<dyn SandboxProvider> {
+        Arc::new(self.provider.reopen())
+    }
+
+    fn declared_tokens(&self) -> BTreeSet<Token> {
+        [
+            Token::Filesystem,
+            Token::Process,
+            Token::Snapshot,
+            Token::NetworkNone,
+            Token::Zdr,
+            Token::Cleanup,
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::new(SystemClock)
+    }
+
+    fn root_image(&self) -> ImageReference {
+        self.root_image.clone()
+    }
+
+    fn tier_platform(&self) -> (Tier, Platform) {
+        (Tier::Container, host_platform())
+    }
+
+    async fn start_listener(&self) -> Result<Listener, TargetError> {
+        let token = fresh_token("docker-listener");
+        let l = testnet::start_listener(
+            self.provider.docker(),
+            &self.fixture_id,
+            &self.network,
+            &self.support_labels(),
+            LISTENER_PORT,
+            &token,
+        )
+        .await
+        .map_err(|e| TargetError::platform("listener", e))?;
+        if let Ok(mut map) = self.listeners.lock() {
+            map.insert((l.ip.clone(), l.port), l.container_id);
+        }
+        Ok(Listener {
+            host: l.ip,
+            port: l.port,
+            token,
+        })
+    }
+
+    async fn control_probe(&self, listener: &Listener) -> Result<Vec<u8>, TargetError> {
+        testnet::dial(
+            self.provider.docker(),
+            &self.fixture_id,
+            &self.network,
+            &self.support_labels(),
+            &listener.host,
+            listener.port,
+        )
+        .await
+        .map_err(|e| {
+            TargetError::platform(
+                format!("control dial of {}:{}", listener.host, listener.port),
+                e,
+            )
+        })
+    }
+
+    async fn stop_listener(&self, listener: &Listener) {
+        let id = self
+            .listeners
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(&(listener.host.clone(), listener.port)));
+        if let Some(id) = id {
+            let _ = daemon::remove_container(self.provider.docker(), &id).await;
+        }
+    }
+
+    async fn live_objects(&self) -> Result<LiveObjects, TargetError> {
+        let inv = self
+            .provider
+            .inventory()
+            .await
+            .map_err(|e| TargetError::platform("inventory", e))?;
+        Ok(LiveObjects {
+            instances: inv.instances.into_keys().collect(),
+            snapshots: inv.snapshots.into_keys().collect(),
+        })
+    }
+
+    /// The scope teardown: [`DockerTarget::close_scope`].
+    async fn close(&self) -> Result<(), TargetError> {
+        self.close_scope().await
+    }
+}

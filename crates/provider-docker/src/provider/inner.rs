@@ -1,0 +1,226 @@
+//! The provider object: identity constants, configuration, construction
+//! and the shared state behind every member ([`Inner`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bollard::Docker;
+use checkfu_sandbox_contract::*;
+
+use super::errors::provider_error;
+use crate::daemon::{self, DaemonError};
+use crate::process::ProcessTable;
+use crate::store::{self, Home, InstanceRecord, Layout, SnapshotRecord};
+
+/// The provider id instances echo as `provider`.
+pub const PROVIDER_ID: &str = "docker";
+/// The provider revision instances echo in `materialization`.
+pub const PROVIDER_REVISION: &str = "docker/1";
+/// The materialization revision instances echo in `materialization`.
+pub const MATERIALIZATION_REVISION: &str = "fixture-busybox/1";
+
+pub(super) const INSTANCE_PREFIX: &str = "i";
+pub(super) const SNAPSHOT_PREFIX: &str = "s";
+
+/// How to construct a [`DockerProvider`].
+#[derive(Debug, Clone)]
+pub struct DockerConfig {
+    /// Root of the provider's host directories and records, for example
+    /// `/var/lib/checkfu-sandbox` (created when missing).
+    pub state_dir: PathBuf,
+    /// Value of `checkfu.sandbox.scope` on every object; listing and cleanup
+    /// never look beyond it. 1..=64 characters of `[a-z0-9._-]`.
+    pub scope: String,
+    /// The clock behind every `created_at`, `started_at` and `finished_at`.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Why a provider could not be constructed.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerProviderError {
+    /// The daemon did not answer.
+    #[error("cannot reach the docker daemon")]
+    Daemon(#[from] DaemonError),
+    /// The scope is not usable as a label value and name part.
+    #[error("invalid scope {0:?}: expected 1..=64 characters of [a-z0-9._-]")]
+    Scope(String),
+    /// The state directory could not be prepared.
+    #[error("cannot prepare the state directory {path:?}")]
+    StateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The Docker sandbox provider (see the module documentation).
+///
+/// Cheap to clone; clones share the open-process reservations.
+#[derive(Clone)]
+pub struct DockerProvider {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for DockerProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerProvider")
+            .field("scope", &self.inner.scope)
+            .field("state_dir", &self.inner.layout.root())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) docker: Docker,
+    pub(crate) layout: Layout,
+    pub(crate) scope: String,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// instance id -> reservation token of its one live process.
+    pub(crate) processes: Arc<ProcessTable>,
+}
+
+pub(super) fn scope_ok(scope: &str) -> bool {
+    !scope.is_empty()
+        && scope.len() <= 64
+        && scope
+            .bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+}
+
+impl DockerProvider {
+    /// Connects to the local daemon (version negotiated) and prepares the
+    /// state directory.
+    ///
+    /// # Errors
+    ///
+    /// [`DockerProviderError`] when the daemon does not answer, the scope is
+    /// malformed or the state directory cannot be created.
+    pub async fn connect(config: DockerConfig) -> Result<Self, DockerProviderError> {
+        let docker = daemon::connect().await?;
+        Self::with_docker(docker, config)
+    }
+
+    /// A provider over an already connected daemon handle.
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerProvider::connect`], without the daemon call.
+    pub fn with_docker(docker: Docker, config: DockerConfig) -> Result<Self, DockerProviderError> {
+        if !scope_ok(&config.scope) {
+            return Err(DockerProviderError::Scope(config.scope));
+        }
+        let layout = Layout::new(config.state_dir);
+        for dir in [layout.instances(), layout.snapshots()] {
+            std::fs::create_dir_all(&dir)
+                .map_err(|source| DockerProviderError::StateDir { path: dir, source })?;
+        }
+        Ok(DockerProvider {
+            inner: Arc::new(Inner {
+                docker,
+                layout,
+                scope: config.scope,
+                clock: config.clock,
+                processes: Arc::new(ProcessTable::new()),
+            }),
+        })
+    }
+
+    /// A second provider object over the same daemon, state directory,
+    /// scope and clock, sharing no in-memory state with this one: what a
+    /// restarted Runner constructs.
+    pub fn reopen(&self) -> DockerProvider {
+        DockerProvider {
+            inner: Arc::new(Inner {
+                docker: self.inner.docker.clone(),
+                layout: self.inner.layout.clone(),
+                scope: self.inner.scope.clone(),
+                clock: self.inner.clock.clone(),
+                processes: Arc::new(ProcessTable::new()),
+            }),
+        }
+    }
+
+    /// The daemon handle.
+    pub fn docker(&self) -> &Docker {
+        &self.inner.docker
+    }
+
+    /// The scope label value.
+    pub fn scope(&self) -> &str {
+        &self.inner.scope
+    }
+
+    /// The state directory.
+    pub fn state_dir(&self) -> &Path {
+        self.inner.layout.root()
+    }
+}
+
+impl Inner {
+    pub(super) fn host_dir(&self, id: &str, home: Home) -> PathBuf {
+        match home {
+            Home::Output => self.layout.outputs_dir(id),
+            Home::Mount(i) => self.layout.mount_dir(id, i),
+        }
+    }
+
+    pub(super) fn load_instance(
+        &self,
+        operation: &str,
+        id: &str,
+    ) -> Result<InstanceRecord, SandboxError> {
+        let not_found = || SandboxError::SandboxInstanceNotFound {
+            instance_id: id.to_owned(),
+        };
+        if !store::is_id(INSTANCE_PREFIX, id) {
+            return Err(not_found());
+        }
+        match store::read_record::<InstanceRecord>(&self.layout.instance_record(id)) {
+            Ok(Some(rec)) if rec.scope == self.scope => Ok(rec),
+            Ok(_) => Err(not_found()),
+            Err(m) => Err(provider_error(operation, m)),
+        }
+    }
+
+    pub(super) fn load_snapshot(
+        &self,
+        operation: &str,
+        id: &str,
+    ) -> Result<SnapshotRecord, SandboxError> {
+        let not_found = || SandboxError::SandboxSnapshotNotFound {
+            snapshot_id: id.to_owned(),
+        };
+        if !store::is_id(SNAPSHOT_PREFIX, id) {
+            return Err(not_found());
+        }
+        match store::read_record::<SnapshotRecord>(&self.layout.snapshot_record(id)) {
+            Ok(Some(rec)) if rec.scope == self.scope => Ok(rec),
+            Ok(_) => Err(not_found()),
+            Err(m) => Err(provider_error(operation, m)),
+        }
+    }
+
+    pub(super) fn save_instance(
+        &self,
+        operation: &str,
+        rec: &InstanceRecord,
+    ) -> Result<(), SandboxError> {
+        store::write_record(&self.layout.instance_record(&rec.instance_id), rec)
+            .map_err(|e| provider_error(operation, format!("writing the instance record: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes() {
+        assert!(scope_ok("conf-123-4"));
+        for bad in ["", "A", "a b", "a/b", &"x".repeat(65)] {
+            assert!(!scope_ok(bad), "{bad}");
+        }
+    }
+}

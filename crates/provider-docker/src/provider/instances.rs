@@ -1,0 +1,301 @@
+//! Instances: admission, host directories, the container, destruction.
+
+use std::os::fd::AsFd as _;
+
+use checkfu_sandbox_contained::{self as contained};
+use checkfu_sandbox_contract::bounds::{MAX_MOUNTS, OUTPUT_PATH};
+use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::*;
+
+use super::{
+    envelope::host_platform,
+    errors::{blocking, chain, daemon_error, provider_error},
+    inner::{Inner, INSTANCE_PREFIX, MATERIALIZATION_REVISION, PROVIDER_ID, PROVIDER_REVISION},
+    labels::{
+        container_name, instance_tag, KIND_INSTANCE, LABEL_INSTANCE_ID, LABEL_KIND, LABEL_SCOPE,
+    },
+};
+use crate::daemon;
+use crate::fixture::{self, CHECKFU_UID};
+use crate::store::{self, Home, InstanceRecord};
+
+pub(super) fn instance_of(
+    request: &SandboxProvisionRequest,
+    id: &str,
+    state: InstanceState,
+) -> SandboxInstance {
+    SandboxInstance {
+        instance_id: id.to_owned(),
+        provider: request.provider.clone(),
+        placement: request.placement,
+        state,
+        workspace_id: request.workspace_id.clone(),
+        session_id: request.session_id.clone(),
+        run_id: request.run_id.clone(),
+        attempt_id: request.attempt_id.clone(),
+        lease_id: request.lease_id.clone(),
+        lease_epoch: request.lease_epoch,
+        target: request.target,
+        profile: request.profile.clone(),
+        platform: request.platform,
+        root_image: request.root_image.clone(),
+        mounts: request.mounts.clone(),
+        output_path: OUTPUT_PATH.to_owned(),
+        expires_at: request.expires_at,
+        materialization: Materialization {
+            profile_digest: request.profile.profile_digest.clone(),
+            image_reference: request.root_image.clone(),
+            image_digest: request.root_image.digest(),
+            provider_revision: PROVIDER_REVISION.to_owned(),
+            materialization_revision: MATERIALIZATION_REVISION.to_owned(),
+        },
+    }
+}
+
+/// Owner of files in a home's host directory: the workload user for the
+/// output tree and read-write mounts, root for read-only mounts.
+pub(super) fn owner_of(request: &SandboxProvisionRequest, home: Home) -> Option<u32> {
+    match home {
+        Home::Output => Some(CHECKFU_UID),
+        Home::Mount(i) => match request.mounts.get(i).map(|m| m.access) {
+            Some(MountAccess::ReadWrite) => Some(CHECKFU_UID),
+            _ => None,
+        },
+    }
+}
+
+impl Inner {
+    /// The provider-side admission of a request (the runtime checks first;
+    /// this refuses what this provider cannot do even if called directly).
+    pub(super) fn admit(
+        &self,
+        operation: &str,
+        request: &SandboxProvisionRequest,
+    ) -> Result<(), SandboxError> {
+        if request.provider != PROVIDER_ID {
+            return Err(SandboxError::invalid_request(
+                operation,
+                "provider",
+                PROVIDER_ID,
+                &request.provider,
+            ));
+        }
+        if request.target != Tier::Container {
+            return Err(SandboxError::unavailable(
+                Requirement::Tier,
+                "only container",
+            ));
+        }
+        if request.platform != host_platform() {
+            return Err(SandboxError::unavailable(
+                Requirement::Platform,
+                format!("only {:?}", host_platform()),
+            ));
+        }
+        if !request.profile.packages.is_empty() {
+            return Err(SandboxError::unavailable(
+                Requirement::Packages,
+                "no package manager is offered",
+            ));
+        }
+        if request.profile.network_policy.mode() != NetworkMode::None {
+            return Err(SandboxError::unavailable(
+                Requirement::NetworkPolicy,
+                "only network mode none is offered",
+            ));
+        }
+        if request.profile.resources.disk_bytes.is_some() {
+            return Err(SandboxError::unavailable(
+                Requirement::Resources,
+                "disk limits are not enforced",
+            ));
+        }
+        if request.mounts.len() > usize::from(MAX_MOUNTS) {
+            return Err(SandboxError::unavailable(
+                Requirement::Mounts,
+                format!("at most {MAX_MOUNTS} mounts"),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) async fn resolve_root(
+        &self,
+        request: &SandboxProvisionRequest,
+    ) -> Result<String, SandboxError> {
+        let reference = request.root_image.as_str();
+        match fixture::resolve_image(&self.docker, reference).await {
+            Ok(Some(_)) => Ok(format!("sha256:{}", request.root_image.digest().hex())),
+            Ok(None) => Err(SandboxError::unavailable(
+                Requirement::BaseImage,
+                format!("root image {reference} is not present at the local daemon"),
+            )),
+            Err(fixture::FixtureError::Docker(e)) => Err(provider_error(
+                op::PROVISION,
+                format!("resolving {reference}: {}", chain(&e)),
+            )),
+            Err(e) => Err(SandboxError::unavailable(
+                Requirement::BaseImage,
+                format!("root image {reference}: {}", chain(&e)),
+            )),
+        }
+    }
+
+    /// Creates the host directories of a fresh instance (mounts and output
+    /// tree), with owners, and the mount points of nested mounts.
+    pub(super) fn prepare_dirs(
+        &self,
+        id: &str,
+        request: &SandboxProvisionRequest,
+    ) -> Result<(), String> {
+        let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+        std::fs::create_dir_all(self.layout.instance_dir(id).join("mounts"))
+            .map_err(|e| io("creating mounts", e))?;
+        let mut homes: Vec<Home> = (0..request.mounts.len()).map(Home::Mount).collect();
+        homes.push(Home::Output);
+        for home in homes {
+            let dir = self.host_dir(id, home);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io("creating a host directory", e)),
+            }
+            if let Some(uid) = owner_of(request, home) {
+                std::os::unix::fs::chown(&dir, Some(uid), Some(uid))
+                    .map_err(|e| io("chown of a host directory", e))?;
+            }
+        }
+        self.prepare_mount_points(id, request)
+    }
+
+    pub(super) fn prepare_mount_points(
+        &self,
+        id: &str,
+        request: &SandboxProvisionRequest,
+    ) -> Result<(), String> {
+        for (parent, rel) in store::nested_mount_points(request) {
+            let owner = owner_of(request, Home::Mount(parent));
+            contained::open_root(&self.layout.mount_dir(id, parent))
+                .and_then(|root| contained::create_dirs_beneath(root.as_fd(), &rel, owner))
+                .map(drop)
+                .map_err(|e| format!("mount point {}: {}", rel.display(), chain(&e)))?;
+        }
+        Ok(())
+    }
+
+    /// Creates and starts the container of an instance.
+    pub(super) async fn start_container(
+        &self,
+        operation: &str,
+        rec: &InstanceRecord,
+    ) -> Result<(), SandboxError> {
+        let id = &rec.instance_id;
+        let r = &rec.request;
+        let mut binds: Vec<daemon::BindMount> = r
+            .mounts
+            .iter()
+            .enumerate()
+            .map(|(i, m)| daemon::BindMount {
+                host_path: self.layout.mount_dir(id, i),
+                container_path: m.path.clone(),
+                read_only: m.access == MountAccess::ReadOnly,
+            })
+            .collect();
+        binds.push(daemon::BindMount {
+            host_path: self.layout.outputs_dir(id),
+            container_path: OUTPUT_PATH.to_owned(),
+            read_only: false,
+        });
+        let res = &r.profile.resources;
+        let spec = daemon::ContainerSpec {
+            image: rec.image.clone(),
+            name: Some(container_name(id)),
+            labels: self.instance_labels(rec),
+            binds,
+            user: Some(format!("{CHECKFU_UID}:{CHECKFU_UID}")),
+            working_dir: Some("/".into()),
+            env: Vec::new(),
+            memory_bytes: res
+                .memory_bytes
+                .map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
+            pids_limit: res.pids.map(i64::from),
+            nano_cpus: res.cpu_millis.map(|c| i64::from(c) * 1_000_000),
+            command: None,
+            network_mode: None,
+        };
+        daemon::create_and_start(&self.docker, &spec)
+            .await
+            .map(drop)
+            .map_err(|e| daemon_error(operation, &e))
+    }
+
+    /// Removes every trace of an instance: its open process, container,
+    /// owned image tag and directory. Idempotent; unknown ids succeed.
+    /// Destroys an instance known (from a fresh inventory) to have no
+    /// container and no image: only its state directory.
+    pub(super) async fn destroy_instance_record(
+        &self,
+        operation: &str,
+        id: &str,
+    ) -> Result<(), SandboxError> {
+        if !store::is_id(INSTANCE_PREFIX, id) {
+            return Ok(());
+        }
+        let dir = self.layout.instance_dir(id);
+        blocking("destroy", move || match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        })
+        .await?
+        .map_err(|e| provider_error(operation, format!("removing the instance directory: {e}")))
+    }
+
+    pub(super) async fn destroy_instance(
+        &self,
+        operation: &str,
+        id: &str,
+    ) -> Result<(), SandboxError> {
+        if !store::is_id(INSTANCE_PREFIX, id) {
+            return Ok(());
+        }
+        self.processes.forget(id);
+        let rec = store::read_record::<InstanceRecord>(&self.layout.instance_record(id))
+            .ok()
+            .flatten();
+        if rec.as_ref().is_some_and(|r| r.scope != self.scope) {
+            // Another scope's instance under a shared state directory.
+            return Ok(());
+        }
+        daemon::remove_container(&self.docker, &container_name(id))
+            .await
+            .map_err(|e| daemon_error(operation, &e))?;
+        // Containers of this scope labelled with the id under another name.
+        let labels = [
+            (LABEL_SCOPE, self.scope.as_str()),
+            (LABEL_KIND, KIND_INSTANCE),
+            (LABEL_INSTANCE_ID, id),
+        ];
+        for c in daemon::list_containers_by_labels(&self.docker, &labels)
+            .await
+            .map_err(|e| daemon_error(operation, &e))?
+        {
+            if let Some(cid) = c.id {
+                daemon::remove_container(&self.docker, &cid)
+                    .await
+                    .map_err(|e| daemon_error(operation, &e))?;
+            }
+        }
+        daemon::remove_image(&self.docker, &instance_tag(id), false)
+            .await
+            .map_err(|e| daemon_error(operation, &e))?;
+        let dir = self.layout.instance_dir(id);
+        blocking("destroy", move || match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        })
+        .await?
+        .map_err(|e| provider_error(operation, format!("removing the instance directory: {e}")))
+    }
+}

@@ -1,0 +1,82 @@
+//! [`DockerProvider`]: the sandbox provider over the local Docker daemon.
+//!
+//! # Objects and where they live
+//!
+//! | object | daemon | state directory ([`crate::store`]) |
+//! |---|---|---|
+//! | instance in `provisioning` | nothing | `instances/<id>/instance.json`, host dirs |
+//! | instance in `active` | container `checkfu-<id>` | the same |
+//! | resumed instance | container, image tag `checkfu-instance:<id>` | the same |
+//! | snapshot | image tag `checkfu-snapshot:<id>` (a commit) | `snapshots/<id>/` record and archives |
+//!
+//! Every container and image carries the labels `checkfu.sandbox.provider=docker`,
+//! `checkfu.sandbox.scope=<scope>`, `checkfu.sandbox.kind=instance|snapshot`,
+//! the instance or snapshot id, the Session, `created_at` and `expires_at`
+//! (canonical timestamps of the injected clock). Listing and cleanup only
+//! ever consider objects of this provider's scope, so parallel runs on one
+//! daemon never sweep each other; a fresh provider object over the same
+//! daemon, state directory and scope ([`DockerProvider::reopen`], or a new
+//! [`DockerProvider::connect`]) finds everything again.
+//!
+//! # Decisions
+//!
+//! * **Derived image.** The envelope offers no package manager, so a
+//!   profile's derived image is the root image itself: the container runs
+//!   `sha256:<id>` of `root_image` (resolved with
+//!   [`crate::fixture::resolve_image`]) and the provider never removes it.
+//!   A resumed instance runs its snapshot's image through a tag of its own,
+//!   so that destroying the snapshot never strands an image in use.
+//! * **User.** The workload runs as the fixture's unprivileged `checkfu`
+//!   user (uid/gid 1000) with every capability dropped and
+//!   `no-new-privileges`. The host directories of read-write mounts and of
+//!   the output tree (and every file the provider writes or extracts into
+//!   them) belong to 1000:1000; read-only mounts stay root's and are bound
+//!   read-only. The provider itself runs as root, so it can read and
+//!   remove whatever the workload creates.
+//! * **Containment.** Reads, listings and writes go through descriptors
+//!   beneath the host directory of the mount or output tree
+//!   ([`checkfu_sandbox_contained`]): a symlink the
+//!   workload plants, even one it keeps swapping, never makes the host read
+//!   or write outside that directory.
+//! * **Snapshots.** A snapshot is a commit of the container (taken while
+//!   it is paused) plus an uncompressed tar of every mount's host directory
+//!   and of the output tree, in `snapshots/<id>/`. A clone is a commit of a
+//!   never-started container created from the source image (its own image
+//!   and labels) plus copies of the archives. Custody is `runner`: the
+//!   bytes live on this machine.
+//! * **Network.** Containers run with network mode `none`; `allowlist` is
+//!   not offered.
+//!
+//! # Files
+//!
+//! [`inner`] holds the provider object and its shared state; [`labels`],
+//! [`envelope`] and [`errors`] the vocabulary; [`instances`],
+//! [`snapshots`], [`sweep`], [`execute`], [`reads`] and [`open_process`]
+//! one concern each; [`sandbox`] wires the contract's required members to
+//! them and [`rollbacks`] undoes allocations.
+
+mod envelope;
+mod errors;
+mod execute;
+mod inner;
+mod instances;
+mod labels;
+mod open_process;
+mod reads;
+mod rollbacks;
+mod sandbox;
+mod snapshots;
+mod sweep;
+
+pub use envelope::{envelope, host_platform};
+pub use inner::{
+    DockerConfig, DockerProvider, DockerProviderError, MATERIALIZATION_REVISION, PROVIDER_ID,
+    PROVIDER_REVISION,
+};
+pub use labels::{
+    INSTANCE_REPOSITORY, KIND_INSTANCE, KIND_SNAPSHOT, LABEL_CREATED_AT, LABEL_EXPIRES_AT,
+    LABEL_INSTANCE_ID, LABEL_KIND, LABEL_PROFILE_DIGEST, LABEL_PROFILE_ID, LABEL_PROFILE_VERSION,
+    LABEL_PROVIDER, LABEL_SCOPE, LABEL_SESSION_ID, LABEL_SNAPSHOT_ID, LABEL_SOURCE_INSTANCE_ID,
+    LABEL_WORKSPACE_ID, SNAPSHOT_REPOSITORY,
+};
+pub use sweep::{Inventory, ObjectTimes};

@@ -1,0 +1,294 @@
+//! What exists of this scope (from the daemon's labels and the state
+//! directory), and cleanup of orphans and expired objects.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::*;
+use futures_util::StreamExt as _;
+
+use super::{
+    errors::{blocking, daemon_error},
+    inner::{DockerProvider, Inner, INSTANCE_PREFIX, PROVIDER_ID, SNAPSHOT_PREFIX},
+    labels::{
+        parse_time, INSTANCE_REPOSITORY, KIND_INSTANCE, LABEL_CREATED_AT, LABEL_EXPIRES_AT,
+        LABEL_INSTANCE_ID, LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE, LABEL_SNAPSHOT_ID,
+        SNAPSHOT_REPOSITORY,
+    },
+};
+use crate::daemon;
+use crate::store::{self, InstanceRecord, SnapshotRecord};
+
+/// How many orphans a sweep destroys at once.
+pub(super) const SWEEP_CONCURRENCY: usize = 8;
+
+/// Creation and expiry of a live object, when known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObjectTimes {
+    /// `created_at`, from the record or the labels.
+    pub created_at: Option<Timestamp>,
+    /// `expires_at`, from the record or the labels.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl ObjectTimes {
+    /// Takes each time this one lacks from `other`.
+    fn fill(&mut self, other: ObjectTimes) {
+        self.created_at = self.created_at.or(other.created_at);
+        self.expires_at = self.expires_at.or(other.expires_at);
+    }
+}
+
+/// Everything of this provider's scope that exists now, observed from the
+/// daemon's labels and the state directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inventory {
+    /// Instances by id.
+    pub instances: BTreeMap<String, ObjectTimes>,
+    /// Instances that have a container or an image at the daemon (the rest
+    /// exist only as records in the state directory).
+    pub instances_on_daemon: BTreeSet<String>,
+    /// Snapshots by id.
+    pub snapshots: BTreeMap<String, ObjectTimes>,
+}
+
+impl DockerProvider {
+    /// Everything of this scope that exists now (see [`Inventory`]).
+    ///
+    /// # Errors
+    ///
+    /// `SandboxOperationFailed{provider_error}` when the daemon or the
+    /// state directory cannot be read.
+    pub async fn inventory(&self) -> Result<Inventory, SandboxError> {
+        self.inner.inventory().await
+    }
+
+    /// Destroys every instance (first: a container may be built from a
+    /// snapshot's image) and then every snapshot of this scope, attempting
+    /// each one. Returns one line per object that could not be destroyed
+    /// (empty when all were); used by teardown that must leave nothing.
+    pub async fn destroy_all(&self) -> Vec<String> {
+        let inv = match self.inventory().await {
+            Ok(inv) => inv,
+            Err(e) => return vec![format!("inventory: {e}")],
+        };
+        let mut problems = Vec::new();
+        for id in inv.instances.keys() {
+            if let Err(e) = self.inner.destroy_instance(op::DESTROY, id).await {
+                problems.push(format!("instance {id}: {e}"));
+            }
+        }
+        for id in inv.snapshots.keys() {
+            if let Err(e) = self
+                .inner
+                .destroy_snapshot_inner(op::DESTROY_SNAPSHOT, id)
+                .await
+            {
+                problems.push(format!("snapshot {id}: {e}"));
+            }
+        }
+        problems
+    }
+
+    /// Ids of the containers and images that still carry this scope's label
+    /// (a leak check after [`DockerProvider::destroy_all`]).
+    ///
+    /// # Errors
+    ///
+    /// `SandboxOperationFailed{provider_error}` when the daemon cannot be
+    /// asked.
+    pub async fn scope_leftovers(&self) -> Result<(Vec<String>, Vec<String>), SandboxError> {
+        const OP: &str = op::CLEANUP;
+        let labels = [(LABEL_SCOPE, self.inner.scope.as_str())];
+        let containers = daemon::list_containers_by_labels(&self.inner.docker, &labels)
+            .await
+            .map_err(|e| daemon_error(OP, &e))?;
+        let images = daemon::list_images_by_labels(&self.inner.docker, &labels)
+            .await
+            .map_err(|e| daemon_error(OP, &e))?;
+        Ok((
+            containers.into_iter().filter_map(|c| c.id).collect(),
+            images.into_iter().map(|i| i.id).collect(),
+        ))
+    }
+}
+
+impl Inner {
+    pub(super) async fn inventory(&self) -> Result<Inventory, SandboxError> {
+        const OP: &str = op::CLEANUP;
+        let mut inv = Inventory::default();
+        // The state directory.
+        let (instances_dir, snapshots_dir) = (self.layout.instances(), self.layout.snapshots());
+        let scope = self.scope.clone();
+        let (recs, snaps) = blocking(OP, move || {
+            let list = |dir: &Path, prefix: &str| -> Vec<String> {
+                // `instances/` and `snapshots/` of the state directory are
+                // the provider's own, never bound into a container.
+                #[allow(clippy::disallowed_methods)]
+                std::fs::read_dir(dir)
+                    .map(|rd| {
+                        rd.filter_map(Result::ok)
+                            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                            .filter(|n| store::is_id(prefix, n))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let mut recs = Vec::new();
+            for id in list(&instances_dir, INSTANCE_PREFIX) {
+                let rec = store::read_record::<InstanceRecord>(
+                    &instances_dir.join(&id).join(store::INSTANCE_RECORD),
+                );
+                match rec {
+                    Ok(Some(r)) if r.scope == scope => recs.push((id, Some(r))),
+                    Ok(Some(_)) => {}
+                    // A directory without a readable record: a crash
+                    // between mkdir and the first write.
+                    _ => recs.push((id, None)),
+                }
+            }
+            let mut snaps = Vec::new();
+            for id in list(&snapshots_dir, SNAPSHOT_PREFIX) {
+                let rec = store::read_record::<SnapshotRecord>(
+                    &snapshots_dir.join(&id).join(store::SNAPSHOT_RECORD),
+                );
+                match rec {
+                    Ok(Some(r)) if r.scope == scope => snaps.push((id, Some(r))),
+                    Ok(Some(_)) => {}
+                    _ => snaps.push((id, None)),
+                }
+            }
+            (recs, snaps)
+        })
+        .await?;
+        for (id, rec) in recs {
+            inv.instances.insert(
+                id,
+                rec.map(|r| ObjectTimes {
+                    created_at: Some(r.created_at),
+                    expires_at: Some(r.request.expires_at),
+                })
+                .unwrap_or_default(),
+            );
+        }
+        for (id, rec) in snaps {
+            inv.snapshots.insert(
+                id,
+                rec.map(|r| ObjectTimes {
+                    created_at: Some(r.snapshot.created_at),
+                    expires_at: Some(r.snapshot.expires_at),
+                })
+                .unwrap_or_default(),
+            );
+        }
+        // The daemon.
+        let scope_labels = [
+            (LABEL_PROVIDER, PROVIDER_ID),
+            (LABEL_SCOPE, self.scope.as_str()),
+        ];
+        let containers = daemon::list_containers_by_labels(&self.docker, &scope_labels)
+            .await
+            .map_err(|e| daemon_error(OP, &e))?;
+        for c in containers {
+            let labels = c.labels.unwrap_or_default();
+            if labels.get(LABEL_KIND).map(String::as_str) != Some(KIND_INSTANCE) {
+                continue;
+            }
+            let Some(id) = labels
+                .get(LABEL_INSTANCE_ID)
+                .filter(|i| store::is_id(INSTANCE_PREFIX, i))
+            else {
+                continue;
+            };
+            inv.instances_on_daemon.insert(id.clone());
+            inv.instances
+                .entry(id.clone())
+                .or_default()
+                .fill(ObjectTimes {
+                    created_at: parse_time(&labels, LABEL_CREATED_AT),
+                    expires_at: parse_time(&labels, LABEL_EXPIRES_AT),
+                });
+        }
+        let images = daemon::list_images_by_labels(&self.docker, &scope_labels)
+            .await
+            .map_err(|e| daemon_error(OP, &e))?;
+        for img in images {
+            for tag in &img.repo_tags {
+                if let Some(sid) = tag.strip_prefix(&format!("{SNAPSHOT_REPOSITORY}:")) {
+                    if store::is_id(SNAPSHOT_PREFIX, sid) {
+                        let labels_match =
+                            img.labels.get(LABEL_SNAPSHOT_ID).map(String::as_str) == Some(sid);
+                        inv.snapshots
+                            .entry(sid.to_owned())
+                            .or_default()
+                            .fill(if labels_match {
+                                ObjectTimes {
+                                    created_at: parse_time(&img.labels, LABEL_CREATED_AT),
+                                    expires_at: parse_time(&img.labels, LABEL_EXPIRES_AT),
+                                }
+                            } else {
+                                ObjectTimes::default()
+                            });
+                    }
+                } else if let Some(iid) = tag.strip_prefix(&format!("{INSTANCE_REPOSITORY}:")) {
+                    if store::is_id(INSTANCE_PREFIX, iid) {
+                        // A stray per-instance tag with no record or
+                        // container: an instance with unknown times.
+                        inv.instances.entry(iid.to_owned()).or_default();
+                        inv.instances_on_daemon.insert(iid.to_owned());
+                    }
+                }
+            }
+        }
+        Ok(inv)
+    }
+}
+
+impl Inner {
+    pub(super) async fn cleanup(
+        &self,
+        request: CleanupRequest,
+    ) -> Result<CleanupResult, SandboxError> {
+        const OP: &str = op::CLEANUP;
+        let inner = self;
+        let inv = inner.inventory().await?;
+        // The contract's rule; unknown times count as orphaned and expired.
+        let result = request.would_sweep(&crate::members::candidates(&inv));
+        // Instances first (a container may be built from a snapshot's
+        // image), then snapshots. Within a phase a few run at once; every
+        // object is attempted, and the first failure is reported after.
+        type Sweep<'a> = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<(), SandboxError>> + Send + 'a>,
+        >;
+        let mut instance_sweeps: Vec<Sweep<'_>> = Vec::new();
+        for id in &result.instances {
+            if inv.instances_on_daemon.contains(id) {
+                instance_sweeps.push(Box::pin(inner.destroy_instance(OP, id)));
+            } else {
+                instance_sweeps.push(Box::pin(inner.destroy_instance_record(OP, id)));
+            }
+        }
+        let snapshot_sweeps: Vec<Sweep<'_>> = result
+            .snapshots
+            .iter()
+            .map(|id| Box::pin(inner.destroy_snapshot_inner(OP, id)) as Sweep<'_>)
+            .collect();
+        let mut first_failure = None;
+        for phase in [instance_sweeps, snapshot_sweeps] {
+            let outcomes: Vec<Result<(), SandboxError>> = futures_util::stream::iter(phase)
+                .buffer_unordered(SWEEP_CONCURRENCY)
+                .collect()
+                .await;
+            for outcome in outcomes {
+                if let Err(e) = outcome {
+                    first_failure.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_failure {
+            return Err(e);
+        }
+        Ok(result)
+    }
+}

@@ -1,0 +1,137 @@
+//! The contract extensions (decision `cli-pin-and-sweep-members`) behind
+//! the runtime's checks: image pinning and the cleanup dry run.
+
+use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::{
+    CleanupResult, ImageReference, Requirement, SandboxError, SandboxFailure, SweepCandidate,
+    Timestamp,
+};
+
+use crate::adapter::{admit_cleanup, first_repeat};
+use crate::Adapter;
+
+type Res<T> = Result<T, SandboxFailure>;
+
+/// The image name of a reference as given: the part before `@`, else
+/// before a trailing `:tag` (a `:` followed by no `/`, so a registry port
+/// stays in the name).
+fn name_of(reference: &str) -> &str {
+    if let Some((name, _)) = reference.split_once('@') {
+        return name;
+    }
+    match reference.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => name,
+        _ => reference,
+    }
+}
+
+impl Adapter {
+    /// resolveImage: pins `reference` (`name[:tag]` or
+    /// `name@sha256:<hex>`) through the provider's own image store.
+    ///
+    /// # Errors
+    /// `SandboxCapabilityUnavailable{requirement: base_image}` when the
+    /// member is absent or the provider does not know the image (its
+    /// error); `SandboxProtocolInvalid{operation: resolve_image}` when the
+    /// answer is not `name@sha256:<64 lowercase hex>`, names another image,
+    /// or (for a pinned input) is not the input itself.
+    pub async fn resolve_image(&self, reference: &str) -> Res<ImageReference> {
+        let Some(member) = self.provider().resolve_image() else {
+            return Err(SandboxError::unavailable(
+                Requirement::BaseImage,
+                format!(
+                    "provider {} cannot resolve image references; give name@sha256:<hex>",
+                    self.provider_id()
+                ),
+            )
+            .into());
+        };
+        let answer = member
+            .resolve_image(reference)
+            .await
+            .map_err(|e| crate::checks::from_provider(op::RESOLVE_IMAGE, e))?;
+        let refuse = |expected: String| -> SandboxFailure {
+            SandboxError::protocol(op::RESOLVE_IMAGE, "reference", expected, answer.clone()).into()
+        };
+        let pinned = ImageReference::parse(&answer)
+            .map_err(|e| refuse(format!("name@sha256:<64 lowercase hex> ({e})")))?;
+        if reference.contains('@') && pinned.as_str() != reference {
+            return Err(refuse(format!("the pinned input {reference}")));
+        }
+        if pinned.name() != name_of(reference) {
+            return Err(refuse(format!("a reference named {}", name_of(reference))));
+        }
+        Ok(pinned)
+    }
+
+    /// The cleanup dry run: what [`Adapter::cleanup`] with the same
+    /// arguments would sweep now, computed by the contract's rule
+    /// ([`checkfu_sandbox_contract::sweep`]) over the provider's
+    /// cleanupInventory. Nothing is removed.
+    ///
+    /// # Errors
+    /// As cleanup's admission; `SandboxLifecycleConflict{operation:
+    /// cleanup_inventory, actual: cleanup_inventory_unsupported}` when the
+    /// member is absent (as for an absent openProcess); the provider's error;
+    /// `SandboxProtocolInvalid{operation: cleanup_inventory}` for an empty
+    /// or repeated id.
+    pub async fn cleanup_dry_run(
+        &self,
+        now: Timestamp,
+        orphaned_before: Timestamp,
+        pinned_snapshots: Vec<String>,
+    ) -> Res<CleanupResult> {
+        let request = admit_cleanup(now, orphaned_before, pinned_snapshots)?;
+        let Some(member) = self.provider().cleanup_inventory() else {
+            return Err(SandboxError::conflict(
+                op::CLEANUP_INVENTORY,
+                "cleanup_inventory",
+                "cleanup_inventory_unsupported",
+            )
+            .into());
+        };
+        let inventory = member
+            .cleanup_inventory()
+            .await
+            .map_err(|e| crate::checks::from_provider(op::CLEANUP_INVENTORY, e))?;
+        for (field, list) in [
+            ("instances", &inventory.instances),
+            ("snapshots", &inventory.snapshots),
+        ] {
+            let ids = || list.iter().map(|c: &SweepCandidate| c.id.as_str());
+            if ids().any(str::is_empty) {
+                return Err(SandboxError::protocol(
+                    op::CLEANUP_INVENTORY,
+                    format!("{field}.id"),
+                    "a non-empty id",
+                    "\"\"",
+                )
+                .into());
+            }
+            if let Some(dup) = first_repeat(ids()) {
+                return Err(SandboxError::protocol(
+                    op::CLEANUP_INVENTORY,
+                    format!("{field}.id"),
+                    "each id once",
+                    format!("{dup} repeated"),
+                )
+                .into());
+            }
+        }
+        Ok(request.would_sweep(&inventory))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_of;
+
+    #[test]
+    fn names_keep_registry_ports() {
+        assert_eq!(name_of("demo:1"), "demo");
+        assert_eq!(name_of("demo"), "demo");
+        assert_eq!(name_of("localhost:5000/demo"), "localhost:5000/demo");
+        assert_eq!(name_of("localhost:5000/demo:2"), "localhost:5000/demo");
+        assert_eq!(name_of("demo@sha256:ab"), "demo");
+    }
+}

@@ -1,0 +1,274 @@
+//! The contract extensions behind the runtime's checks (decision
+//! `cli-pin-and-sweep-members`): resolveImage answers are checked, the
+//! cleanup dry run applies the contract's rule to the provider's inventory
+//! and removes nothing, and the rollback probe provisions through the
+//! handoff guard (decision 009).
+
+// A test crate: its items are not a public API.
+#![allow(missing_docs)]
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::*;
+use checkfu_sandbox_memory::MemoryProvider;
+use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
+use support::*;
+
+/// The memory oracle with a scripted answer for either extension.
+struct Answering {
+    memory: MemoryProvider,
+    image: Option<String>,
+    inventory: Option<CleanupInventory>,
+}
+
+#[async_trait]
+impl SandboxProvider for Answering {
+    fn provider_id(&self) -> &str {
+        self.memory.provider_id()
+    }
+    fn capabilities(&self) -> SandboxProviderCapabilities {
+        self.memory.capabilities()
+    }
+    async fn provision(
+        &self,
+        r: SandboxProvisionRequest,
+    ) -> Result<Handoff<SandboxInstance>, SandboxError> {
+        self.memory.provision(r).await
+    }
+    async fn write_file(&self, r: WriteFileRequest) -> Result<(), SandboxError> {
+        self.memory.write_file(r).await
+    }
+    async fn activate(&self, r: ActivateRequest) -> Result<Handoff<SandboxInstance>, SandboxError> {
+        self.memory.activate(r).await
+    }
+    async fn execute(&self, r: ExecuteRequest) -> Result<SandboxCommandResult, SandboxError> {
+        self.memory.execute(r).await
+    }
+    async fn read_file(&self, r: ReadFileRequest) -> Result<SandboxFileContent, SandboxError> {
+        self.memory.read_file(r).await
+    }
+    async fn snapshot(&self, r: SnapshotRequest) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
+        self.memory.snapshot(r).await
+    }
+    async fn clone_snapshot(
+        &self,
+        r: CloneSnapshotRequest,
+    ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
+        self.memory.clone_snapshot(r).await
+    }
+    async fn release(
+        &self,
+        r: ReleaseRequest,
+    ) -> Result<Handoff<ReleaseDisposition>, SandboxError> {
+        self.memory.release(r).await
+    }
+    async fn resume(&self, r: ResumeRequest) -> Result<Handoff<SandboxInstance>, SandboxError> {
+        self.memory.resume(r).await
+    }
+    async fn destroy(&self, r: DestroyRequest) -> Result<(), SandboxError> {
+        self.memory.destroy(r).await
+    }
+    async fn destroy_snapshot(&self, r: DestroySnapshotRequest) -> Result<(), SandboxError> {
+        self.memory.destroy_snapshot(r).await
+    }
+    async fn cleanup(&self, r: CleanupRequest) -> Result<CleanupResult, SandboxError> {
+        self.memory.cleanup(r).await
+    }
+    fn resolve_image(&self) -> Option<&dyn ResolveImageMember> {
+        self.image
+            .is_some()
+            .then_some(self as &dyn ResolveImageMember)
+    }
+    fn cleanup_inventory(&self) -> Option<&dyn CleanupInventoryMember> {
+        self.inventory
+            .is_some()
+            .then_some(self as &dyn CleanupInventoryMember)
+    }
+}
+
+#[async_trait]
+impl ResolveImageMember for Answering {
+    async fn resolve_image(&self, _reference: &str) -> Result<String, SandboxError> {
+        Ok(self.image.clone().unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl CleanupInventoryMember for Answering {
+    async fn cleanup_inventory(&self) -> Result<CleanupInventory, SandboxError> {
+        Ok(self.inventory.clone().unwrap_or_default())
+    }
+}
+
+fn adapter_over(provider: Arc<dyn SandboxProvider>, clock: &ManualClock) -> Adapter {
+    let mut runtime = SandboxRuntime::new(Arc::new(clock.clone()));
+    runtime.register(provider.clone());
+    runtime.adapter(provider.provider_id()).unwrap()
+}
+
+fn memory() -> (MemoryProvider, ManualClock, Adapter) {
+    let clock = ManualClock::new(t0());
+    let memory = MemoryProvider::new(clock.clone());
+    let adapter = adapter_over(Arc::new(memory.clone()), &clock);
+    (memory, clock, adapter)
+}
+
+fn answering(image: Option<&str>, inventory: Option<CleanupInventory>) -> Adapter {
+    let clock = ManualClock::new(t0());
+    let provider = Answering {
+        memory: MemoryProvider::new(clock.clone()),
+        image: image.map(str::to_owned),
+        inventory,
+    };
+    adapter_over(Arc::new(provider), &clock)
+}
+
+const HEX: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn protocol_field(f: &SandboxFailure) -> (String, String) {
+    match &f.causes().collect::<Vec<_>>()[..] {
+        [SandboxError::SandboxProtocolInvalid {
+            operation, field, ..
+        }] => (operation.clone(), field.clone()),
+        other => panic!("expected one protocol failure, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_memory_oracle_pins_a_tag_to_the_digest_of_its_text() {
+    let (_, _, adapter) = memory();
+    let pinned = adapter.resolve_image("demo:1").await.unwrap();
+    assert_eq!(pinned.name(), "demo");
+    assert_eq!(adapter.resolve_image("demo:1").await.unwrap(), pinned);
+    assert_ne!(adapter.resolve_image("demo:2").await.unwrap(), pinned);
+    let given = format!("demo@sha256:{HEX}");
+    assert_eq!(adapter.resolve_image(&given).await.unwrap().as_str(), given);
+}
+
+#[tokio::test]
+async fn a_malformed_or_foreign_pin_is_a_protocol_failure() {
+    for (answer, input) in [
+        ("demo@sha256:abc".to_owned(), "demo:1"),
+        (format!("demo@sha256:{}", HEX.to_uppercase()), "demo:1"),
+        (format!("other@sha256:{HEX}"), "demo:1"),
+        (format!("demo@sha256:{HEX}"), "demo@sha256:ffff"),
+    ] {
+        let adapter = answering(Some(&answer), None);
+        let f = adapter.resolve_image(input).await.unwrap_err();
+        assert_eq!(
+            protocol_field(&f),
+            (op::RESOLVE_IMAGE.to_owned(), "reference".to_owned()),
+            "{answer} for {input}"
+        );
+    }
+    let adapter = answering(Some(&format!("demo@sha256:{HEX}")), None);
+    assert!(adapter.resolve_image("demo:1").await.is_ok());
+}
+
+#[tokio::test]
+async fn without_the_member_an_image_is_unavailable() {
+    let adapter = answering(None, None);
+    let f = adapter.resolve_image("demo:1").await.unwrap_err();
+    assert!(
+        matches!(
+            &f.causes().collect::<Vec<_>>()[..],
+            [SandboxError::SandboxCapabilityUnavailable {
+                requirement: Requirement::BaseImage,
+                ..
+            }]
+        ),
+        "{f}"
+    );
+}
+
+#[tokio::test]
+async fn the_dry_run_lists_what_cleanup_then_sweeps_and_removes_nothing() {
+    let (memory, clock, adapter) = memory();
+    let for_memory = || {
+        let mut r = request_for(memory.provider_id(), RetentionMode::Durable);
+        r.placement = adapter.envelope().placement;
+        r
+    };
+    let old = adapter.provision(for_memory()).await.unwrap();
+    clock.advance_seconds(3_600);
+    let mut fresh = for_memory();
+    fresh.lease_id = "lease-2".into();
+    fresh.expires_at = clock.now().add_seconds(86_400);
+    let fresh = adapter.provision(fresh).await.unwrap();
+    let now = clock.now();
+    let cutoff = now.add_seconds(-60);
+    let would = adapter.cleanup_dry_run(now, cutoff, vec![]).await.unwrap();
+    assert_eq!(would.instances, vec![old.instance_id.clone()]);
+    assert!(would.snapshots.is_empty());
+    assert_eq!(
+        memory.live_instances().len(),
+        2,
+        "a dry run removes nothing"
+    );
+    let swept = adapter.cleanup(now, cutoff, vec![]).await.unwrap();
+    assert_eq!(swept, would);
+    assert_eq!(memory.live_instances(), vec![fresh.instance_id]);
+}
+
+#[tokio::test]
+async fn the_dry_run_refuses_a_repeated_or_empty_id() {
+    let c = |id: &str| SweepCandidate {
+        id: id.into(),
+        created_at: None,
+        expires_at: None,
+    };
+    for (inventory, field) in [
+        (
+            CleanupInventory {
+                instances: vec![c("a"), c("a")],
+                snapshots: vec![],
+            },
+            "instances.id",
+        ),
+        (
+            CleanupInventory {
+                instances: vec![],
+                snapshots: vec![c("")],
+            },
+            "snapshots.id",
+        ),
+    ] {
+        let adapter = answering(None, Some(inventory));
+        let f = adapter
+            .cleanup_dry_run(t0(), t0(), vec![])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            protocol_field(&f),
+            (op::CLEANUP_INVENTORY.to_owned(), field.to_owned())
+        );
+    }
+    let f = answering(None, None)
+        .cleanup_dry_run(t0(), t0().add_millis(1), vec![])
+        .await
+        .unwrap_err();
+    assert!(f.to_string().contains("orphaned_before"), "{f}");
+}
+
+#[tokio::test]
+async fn a_probe_dropped_mid_provision_strands_nothing() {
+    let h = Harness::new();
+    let gate = h.provider.gate(op::PROVISION);
+    tokio::select! {
+        r = h.adapter.probe_rollback(request(RetentionMode::Durable)) => panic!("settled: {r:?}"),
+        () = gate.entered.notified() => {}
+    }
+    gate.proceed.notify_one();
+    for _ in 0..200 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(h.provider.count(op::PROVISION), 1);
+    assert_eq!(h.provider.rollbacks.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.rollbacks_done.load(Ordering::SeqCst), 1);
+    assert!(h.adapter.instances().is_empty());
+}

@@ -1,0 +1,33 @@
+//! One sandbox session, from selection to release, through the runtime.
+//!
+//! [`RunPlan`] is what a session needs, checked before anything is
+//! provisioned ([`RunPlan::check`]); [`run`] selects the provider's
+//! adapter, pins the image, provisions, stages the mounts (host folders or
+//! Git revisions, copied through writeFile), activates, runs the workload
+//! (execute, or openProcess with the one-shot driver when a prompt is
+//! given), copies the output tree out ([`outputs::copy_outputs`]), and
+//! releases (a durable run settles a snapshot) and destroys. Progress is
+//! reported as [`Event`]s to an [`Observer`]; the caller prints them.
+//!
+//! Cancellation is a [`CancellationToken`](tokio_util::sync::CancellationToken):
+//! once it fires the flow is dropped, provider calls in flight are let
+//! settle (their handoffs are rolled back by the runtime, decision 009)
+//! and the instance is destroyed before [`run`] returns
+//! [`SessionError::Cancelled`].
+//!
+//! Every provider call goes through the runtime's `Adapter`; this crate
+//! never calls a provider member itself.
+
+mod error;
+pub mod outputs;
+mod plan;
+mod session;
+
+pub use error::SessionError;
+pub use outputs::{CopyReport, Skipped};
+pub use plan::{MountPlan, MountSource, RunPlan};
+pub use session::{
+    exit_status, host_platform, profile, run, signal_number, Event, Observer, RunOutcome,
+    DEFAULT_PIDS, EXIT_TIMED_OUT, EXPIRY_SLACK_SECONDS, PROGRESS_FROM_FILES,
+    SNAPSHOT_RETENTION_SECONDS,
+};

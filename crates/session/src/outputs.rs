@@ -1,0 +1,294 @@
+//! Copying the output tree out of an instance into a host folder, without
+//! ever writing outside that folder.
+//!
+//! The listing comes from listDir and the bytes from readFiles (the
+//! runtime falls back to readFile per member when a provider lacks the
+//! batch member); each file's bytes are checked against the listing's
+//! SHA-256. A file over 16 MiB (one readFiles member's bound, by the
+//! listing's size) is not requested: it is reported and the rest is
+//! copied. On the host every path component is created or opened relative
+//! to its parent's descriptor with `O_NOFOLLOW`, so a symlink already in
+//! DIR (or a `..` a provider might report) can never redirect a write.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use checkfu_sandbox_contract::bounds::{
+    MAX_LIST_ENTRIES, MAX_READ_FILES_AGGREGATE_BYTES, MAX_READ_FILES_COUNT, MAX_READ_FILE_BYTES,
+    OUTPUT_PATH,
+};
+use checkfu_sandbox_contract::{
+    DirEntry, ReadFileOutcome, ReadFilesEntry, SandboxError, SandboxFailure,
+};
+use checkfu_sandbox_runtime::staging::sha256_digest;
+use checkfu_sandbox_runtime::Adapter;
+use rustix::fs::{Mode, OFlags};
+
+use crate::SessionError as Failure;
+
+/// Most entries the output copy lists.
+pub const OUTPUT_LIST_ENTRIES: u32 = MAX_LIST_ENTRIES;
+
+/// A listed file the copy did not request: it is over the 16 MiB bound of
+/// one readFiles member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The path in the sandbox.
+    pub path: String,
+    /// Its size in bytes, as listed.
+    pub size_bytes: u64,
+}
+
+/// What [`copy_outputs`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CopyReport {
+    /// Files written into the host folder.
+    pub copied: usize,
+    /// Files over [`MAX_READ_FILE_BYTES`], not copied.
+    pub skipped: Vec<Skipped>,
+    /// Files read but not written into the host folder: (path in the
+    /// sandbox, why). The copy goes on with the other files.
+    pub unwritten: Vec<(String, String)>,
+}
+
+/// Copies every regular file of `/mnt/session/outputs` of at most 16 MiB
+/// into `dir` (created when missing). Larger files are not requested; they
+/// are returned in [`CopyReport::skipped`]. Files are read in readFiles
+/// budget groups and each group is written before the next is read, so at
+/// most one group's bytes (128 MiB) are held at once.
+///
+/// # Errors
+/// The runtime's errors, a relative path that is not a plain
+/// sequence of names, a file that changed between listing and reading, or
+/// an unusable host folder. A host write that fails for one file is
+/// reported in [`CopyReport::unwritten`] and the copy goes on.
+pub async fn copy_outputs(
+    adapter: &Adapter,
+    instance_id: &str,
+    dir: &Path,
+) -> Result<CopyReport, Failure> {
+    let listing = adapter
+        .list_dir(instance_id, OUTPUT_PATH, OUTPUT_LIST_ENTRIES)
+        .await?;
+    let mut wanted: Vec<(Vec<String>, DirEntry)> = Vec::with_capacity(listing.entries.len());
+    let mut report = CopyReport::default();
+    for entry in listing.entries {
+        let components = relative_components(&entry.path)?;
+        if entry.size_bytes > MAX_READ_FILE_BYTES {
+            report.skipped.push(Skipped {
+                path: entry.path,
+                size_bytes: entry.size_bytes,
+            });
+        } else {
+            wanted.push((components, entry));
+        }
+    }
+    let root = {
+        let dir = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || open_root(&dir))
+            .await
+            .map_err(|e| Failure::Host(format!("output copy task failed: {e}")))??
+    };
+    let root = Arc::new(root);
+    let sizes: Vec<u64> = wanted.iter().map(|(_, e)| e.size_bytes).collect();
+    for group in read_groups(&sizes) {
+        let members = &wanted[group];
+        let files: Vec<ReadFilesEntry> = members
+            .iter()
+            .map(|(_, e)| ReadFilesEntry {
+                path: e.path.clone(),
+                maximum_bytes: e.size_bytes,
+            })
+            .collect();
+        let outcomes = adapter.read_files(instance_id, files).await?;
+        let mut contents = Vec::with_capacity(members.len());
+        for ((components, entry), outcome) in members.iter().zip(outcomes) {
+            contents.push((components.clone(), checked_bytes(entry, outcome)?));
+        }
+        let root = root.clone();
+        let (copied, unwritten) = tokio::task::spawn_blocking(move || {
+            let mut copied = 0;
+            let mut unwritten = Vec::new();
+            for (components, bytes) in contents {
+                match write_beneath(&root, &components, &bytes) {
+                    Ok(()) => copied += 1,
+                    Err(e) => unwritten.push((
+                        format!("{OUTPUT_PATH}/{}", components.join("/")),
+                        e.to_string(),
+                    )),
+                }
+            }
+            (copied, unwritten)
+        })
+        .await
+        .map_err(|e| Failure::Host(format!("output copy task failed: {e}")))?;
+        report.copied += copied;
+        report.unwritten.extend(unwritten);
+    }
+    Ok(report)
+}
+
+/// Creates `dir` when missing and opens it as the root of every write.
+fn open_root(dir: &Path) -> Result<OwnedFd, Failure> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        Failure::Host(format!(
+            "output folder {}: cannot create: {e}",
+            dir.display()
+        ))
+    })?;
+    rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Failure::Host(format!("output folder {}: cannot open: {e}", dir.display())))
+}
+
+/// The bytes of `outcome`, checked against the listing's digest.
+///
+/// # Errors
+/// `SandboxProtocolInvalid{copy_outputs}` for a file that is no longer a
+/// regular file as listed or whose content changed.
+fn checked_bytes(entry: &DirEntry, outcome: ReadFileOutcome) -> Result<Vec<u8>, SandboxFailure> {
+    let bytes = match outcome {
+        ReadFileOutcome::Read { content_base64, .. } => content_base64.0,
+        other => {
+            return Err(SandboxError::protocol(
+                "copy_outputs",
+                entry.path.clone(),
+                "a regular file as listed",
+                format!("{other:?}"),
+            )
+            .into())
+        }
+    };
+    let digest = sha256_digest(&bytes);
+    if digest != entry.sha256 {
+        return Err(SandboxError::protocol(
+            "copy_outputs",
+            entry.path.clone(),
+            entry.sha256.as_str(),
+            digest.as_str(),
+        )
+        .into());
+    }
+    Ok(bytes)
+}
+
+/// Budget groups for readFiles: at most 1,024 files and 128 MiB each.
+pub fn read_groups(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut total: u64 = 0;
+    for (i, size) in sizes.iter().enumerate() {
+        let full = i - start >= MAX_READ_FILES_COUNT
+            || total.saturating_add(*size) > MAX_READ_FILES_AGGREGATE_BYTES;
+        if full && i > start {
+            out.push(start..i);
+            start = i;
+            total = 0;
+        }
+        total = total.saturating_add(*size);
+    }
+    if start < sizes.len() {
+        out.push(start..sizes.len());
+    }
+    out
+}
+
+/// The components of `path` below the output tree: each a plain name (not
+/// empty, `.` or `..`).
+fn relative_components(path: &str) -> Result<Vec<String>, SandboxFailure> {
+    let refuse = || -> SandboxFailure {
+        SandboxError::protocol(
+            "copy_outputs",
+            "entries.path",
+            format!("a path of plain names below {OUTPUT_PATH}"),
+            path,
+        )
+        .into()
+    };
+    let rest = path
+        .strip_prefix(OUTPUT_PATH)
+        .and_then(|r| r.strip_prefix('/'))
+        .ok_or_else(refuse)?;
+    let parts: Vec<String> = rest.split('/').map(str::to_owned).collect();
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || p == "." || p == ".." || p.contains('\0'))
+    {
+        return Err(refuse());
+    }
+    Ok(parts)
+}
+
+/// Writes `bytes` at `components` beneath `root`, creating directories,
+/// following no symlink ([`checkfu_sandbox_contained::overwrite_beneath`]).
+fn write_beneath(
+    root: &OwnedFd,
+    components: &[String],
+    bytes: &[u8],
+) -> Result<(), checkfu_sandbox_contained::ContainedError> {
+    let rel: std::path::PathBuf = components.iter().collect();
+    checkfu_sandbox_contained::overwrite_beneath(root.as_fd(), &rel, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_groups_respect_both_budgets() {
+        let sizes = vec![1u64; 2_500];
+        let groups = read_groups(&sizes);
+        assert_eq!(groups, vec![0..1024, 1024..2048, 2048..2500]);
+        let mib = 1024 * 1024;
+        let big = vec![16 * mib; 9];
+        assert_eq!(read_groups(&big), vec![0..8, 8..9]);
+        assert!(read_groups(&[]).is_empty());
+    }
+
+    #[test]
+    fn only_plain_names_below_the_output_tree() {
+        assert_eq!(
+            relative_components("/mnt/session/outputs/a/b").unwrap(),
+            vec!["a", "b"]
+        );
+        for bad in [
+            "/mnt/session/outputs",
+            "/mnt/session/outputs/../x",
+            "/mnt/session/outputsx/y",
+            "/mnt/session/outputs//y",
+            "/etc/passwd",
+        ] {
+            assert!(relative_components(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_symlink_in_the_destination_is_never_followed() {
+        let outside = tempfile::tempdir().unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dest.path().join("link")).unwrap();
+        let root = rustix::fs::open(
+            dest.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        let err = write_beneath(&root, &["link".into(), "x".into()], b"data").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                checkfu_sandbox_contained::ContainedError::OutsideRoot { .. }
+            ),
+            "{err:?}"
+        );
+        std::os::unix::fs::symlink(outside.path().join("f"), dest.path().join("f")).unwrap();
+        assert!(write_beneath(&root, &["f".into()], b"data").is_err());
+        assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
+        write_beneath(&root, &["d".into(), "e".into()], b"ok").unwrap();
+        assert_eq!(std::fs::read(dest.path().join("d/e")).unwrap(), b"ok");
+    }
+}

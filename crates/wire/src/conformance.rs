@@ -1,0 +1,231 @@
+//! The conformance suite over the wire: [`WireTarget`] implements
+//! `ConformanceTarget` over a [`WireClient`]; [`TargetHooks`] serves a
+//! local target's hooks.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use checkfu_sandbox_conformance::{ConformanceTarget, Listener, LiveObjects, TargetError, Token};
+use checkfu_sandbox_contract::{
+    Clock, ImageReference, ManualClock, Platform, SandboxProvider, SystemClock, Tier,
+};
+
+use crate::client::WireClient;
+use crate::protocol::*;
+use crate::server::ConformanceHooks;
+
+/// A served provider under test, reached through its `conformance/*` hooks.
+pub struct WireTarget {
+    client: WireClient,
+    describe: DescribeResult,
+    root_image: ImageReference,
+    clock: Arc<dyn Clock>,
+}
+
+impl WireTarget {
+    /// Asks the served side to describe itself.
+    ///
+    /// # Errors
+    /// A message when the server does not serve the hooks or its answer
+    /// does not decode.
+    pub async fn new(client: WireClient) -> Result<Self, String> {
+        if !client.serves_conformance() {
+            return Err("the served provider does not serve the conformance/* hooks".into());
+        }
+        let describe: DescribeResult = client
+            .hook(method::CONFORMANCE_DESCRIBE, &serde_json::Value::Null)
+            .await?;
+        let root_image = ImageReference::parse(&describe.root_image)
+            .map_err(|e| format!("conformance/describe: root_image: {e}"))?;
+        let clock: Arc<dyn Clock> = if describe.manual_clock {
+            Arc::new(ManualClock::new(describe.clock_now))
+        } else {
+            Arc::new(SystemClock)
+        };
+        Ok(WireTarget {
+            client,
+            describe,
+            root_image,
+            clock,
+        })
+    }
+
+    /// The client underneath.
+    pub fn client(&self) -> &WireClient {
+        &self.client
+    }
+}
+
+fn to_wire(l: &Listener) -> ListenerWire {
+    ListenerWire {
+        host: l.host.clone(),
+        port: l.port,
+        token: l.token.clone(),
+    }
+}
+
+#[async_trait]
+impl ConformanceTarget for WireTarget {
+    fn name(&self) -> &str {
+        &self.describe.name
+    }
+
+    fn provider(&self) -> Arc<dyn SandboxProvider> {
+        Arc::new(self.client.clone())
+    }
+
+    fn reopen(&self) -> Arc<dyn SandboxProvider> {
+        // A new provider object over the same served state; the client
+        // keeps no state of its own beyond the connection.
+        Arc::new(self.client.clone())
+    }
+
+    fn declared_tokens(&self) -> BTreeSet<Token> {
+        self.describe.declared_tokens.iter().copied().collect()
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    fn root_image(&self) -> ImageReference {
+        self.root_image.clone()
+    }
+
+    fn tier_platform(&self) -> (Tier, Platform) {
+        (self.describe.tier, self.describe.platform)
+    }
+
+    async fn start_listener(&self) -> Result<Listener, TargetError> {
+        let l: ListenerWire = self
+            .client
+            .hook(method::CONFORMANCE_START_LISTENER, &serde_json::Value::Null)
+            .await
+            .map_err(|e| TargetError::platform(method::CONFORMANCE_START_LISTENER, e))?;
+        Ok(Listener {
+            host: l.host,
+            port: l.port,
+            token: l.token,
+        })
+    }
+
+    async fn control_probe(&self, listener: &Listener) -> Result<Vec<u8>, TargetError> {
+        let r: ProbeResult = self
+            .client
+            .hook(method::CONFORMANCE_CONTROL_PROBE, &to_wire(listener))
+            .await
+            .map_err(|e| TargetError::platform(method::CONFORMANCE_CONTROL_PROBE, e))?;
+        Ok(r.data_base64.0)
+    }
+
+    async fn stop_listener(&self, listener: &Listener) {
+        let r: Result<serde_json::Value, String> = self
+            .client
+            .hook(method::CONFORMANCE_STOP_LISTENER, &to_wire(listener))
+            .await;
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "stopping a listener failed");
+        }
+    }
+
+    async fn live_objects(&self) -> Result<LiveObjects, TargetError> {
+        let l: LiveObjectsWire = self
+            .client
+            .hook(method::CONFORMANCE_LIVE_OBJECTS, &serde_json::Value::Null)
+            .await
+            .map_err(|e| TargetError::platform(method::CONFORMANCE_LIVE_OBJECTS, e))?;
+        Ok(LiveObjects {
+            instances: l.instances.into_iter().collect(),
+            snapshots: l.snapshots.into_iter().collect(),
+        })
+    }
+
+    async fn close(&self) -> Result<(), TargetError> {
+        let _: serde_json::Value = self
+            .client
+            .hook(method::CONFORMANCE_CLOSE, &serde_json::Value::Null)
+            .await
+            .map_err(|e| TargetError::platform(method::CONFORMANCE_CLOSE, e))?;
+        Ok(())
+    }
+}
+
+/// Serves a local conformance target's hooks (the served provider is
+/// `target.provider()`).
+pub struct TargetHooks {
+    target: Arc<dyn ConformanceTarget>,
+    manual_clock: bool,
+}
+
+impl TargetHooks {
+    /// `target`'s hooks; `manual_clock` says whether its clock is a manual
+    /// clock the runner should mirror.
+    pub fn new(target: Arc<dyn ConformanceTarget>, manual_clock: bool) -> Self {
+        TargetHooks {
+            target,
+            manual_clock,
+        }
+    }
+}
+
+#[async_trait]
+impl ConformanceHooks for TargetHooks {
+    async fn describe(&self) -> Result<DescribeResult, String> {
+        let (tier, platform) = self.target.tier_platform();
+        Ok(DescribeResult {
+            name: self.target.name().to_owned(),
+            declared_tokens: self.target.declared_tokens().into_iter().collect(),
+            root_image: self.target.root_image().to_string(),
+            tier,
+            platform,
+            clock_now: self.target.clock().now(),
+            manual_clock: self.manual_clock,
+        })
+    }
+
+    async fn start_listener(&self) -> Result<ListenerWire, String> {
+        self.target
+            .start_listener()
+            .await
+            .map(|l| to_wire(&l))
+            .map_err(|e| e.to_string())
+    }
+
+    async fn control_probe(&self, l: ListenerWire) -> Result<Vec<u8>, String> {
+        self.target
+            .control_probe(&Listener {
+                host: l.host,
+                port: l.port,
+                token: l.token,
+            })
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn stop_listener(&self, l: ListenerWire) {
+        self.target
+            .stop_listener(&Listener {
+                host: l.host,
+                port: l.port,
+                token: l.token,
+            })
+            .await;
+    }
+
+    async fn live_objects(&self) -> Result<LiveObjectsWire, String> {
+        let l = self
+            .target
+            .live_objects()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(LiveObjectsWire {
+            instances: l.instances.into_iter().collect(),
+            snapshots: l.snapshots.into_iter().collect(),
+        })
+    }
+
+    async fn close(&self) -> Result<(), String> {
+        self.target.close().await.map_err(|e| e.to_string())
+    }
+}

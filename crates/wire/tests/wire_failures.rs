@@ -1,0 +1,233 @@
+//! A provider process that misbehaves: each failure is a closed error
+//! naming what was wrong, within the stated bound, and the process is
+//! gone afterwards. The providers are real `sh` processes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use checkfu_sandbox_contract::wire::WIRE_REVISION;
+use checkfu_sandbox_contract::*;
+use checkfu_sandbox_wire::protocol::{InitializeResult, WireLimits, WIRE_PROTOCOL_REVISION};
+use checkfu_sandbox_wire::{WireClient, WireOptions};
+use common::*;
+
+/// How long a failure may take to surface in these tests: the 300 ms call
+/// deadline plus scheduling slack.
+const BOUND: Duration = Duration::from_secs(3);
+
+fn options() -> WireOptions {
+    WireOptions {
+        call_timeout: Duration::from_millis(300),
+        initialize_timeout: Duration::from_secs(5),
+        max_line_bytes: 64 * 1024,
+    }
+}
+
+fn init_line(wire_revision: &str) -> String {
+    let result = InitializeResult {
+        contract_revision: WIRE_REVISION.into(),
+        wire_revision: wire_revision.into(),
+        provider_id: "memory".into(),
+        provider_name: "scripted".into(),
+        capabilities: serde_json::to_value(memory().capabilities()).unwrap(),
+        members: vec![],
+        conformance: false,
+        limits: WireLimits::default(),
+    };
+    serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": result}).to_string()
+}
+
+/// A provider that answers `initialize`, reads one request, then runs
+/// `then`.
+fn scripted(then: &str, wire_revision: &str) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new("sh");
+    c.arg("-c")
+        .arg(format!("read l; printf '%s\\n' \"$INIT\"; read l; {then}"))
+        .env("INIT", init_line(wire_revision));
+    c
+}
+
+async fn client(then: &str) -> WireClient {
+    WireClient::spawn(scripted(then, WIRE_PROTOCOL_REVISION), options())
+        .await
+        .unwrap()
+}
+
+fn destroy_request() -> DestroyRequest {
+    DestroyRequest {
+        instance_id: "inst-1".into(),
+    }
+}
+
+async fn assert_gone(client: &WireClient, pid: u32) {
+    client.close().await;
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "provider process {pid} leaked"
+    );
+}
+
+fn protocol_field(e: &SandboxError) -> (&str, &str, &str, &str) {
+    match e {
+        SandboxError::SandboxProtocolInvalid {
+            operation,
+            field,
+            expected,
+            actual,
+        } => (operation, field, expected, actual),
+        other => panic!("expected SandboxProtocolInvalid, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_provider_that_never_answers_times_out_within_the_deadline() {
+    let c = client("exec sleep 30").await;
+    let pid = c.child_pid().unwrap();
+    let started = Instant::now();
+    let e = c.destroy(destroy_request()).await.unwrap_err();
+    assert!(started.elapsed() < BOUND);
+    assert!(
+        matches!(&e, SandboxError::SandboxOperationFailed { operation, reason: FailureReason::TimedOut, message, .. }
+            if operation == "destroy" && message.contains("300 ms")),
+        "{e:?}"
+    );
+    assert_gone(&c, pid).await;
+}
+
+#[tokio::test]
+async fn a_provider_process_that_exits_fails_the_call_naming_the_exit() {
+    let c = client("exit 3").await;
+    let pid = c.child_pid().unwrap();
+    let started = Instant::now();
+    let e = c.destroy(destroy_request()).await.unwrap_err();
+    assert!(started.elapsed() < BOUND);
+    assert!(
+        matches!(&e, SandboxError::SandboxOperationFailed { operation, reason: FailureReason::ProviderError, message, .. }
+            if operation == "destroy" && message.contains("exited") && message.contains('3')),
+        "{e:?}"
+    );
+    // Every later call fails the same way, at once.
+    let again = c.destroy(destroy_request()).await.unwrap_err();
+    assert!(matches!(again, SandboxError::SandboxOperationFailed { .. }));
+    assert_gone(&c, pid).await;
+}
+
+#[tokio::test]
+async fn a_malformed_line_is_a_protocol_violation_naming_the_line() {
+    let c = client("echo 'not json'; exec sleep 30").await;
+    let pid = c.child_pid().unwrap();
+    let started = Instant::now();
+    let e = c.destroy(destroy_request()).await.unwrap_err();
+    assert!(started.elapsed() < BOUND);
+    let (op, field, _, actual) = protocol_field(&e);
+    assert_eq!((op, field), ("destroy", "line"));
+    assert!(actual.contains("malformed"), "{actual}");
+    assert_gone(&c, pid).await;
+}
+
+#[tokio::test]
+async fn a_line_over_the_bound_is_refused_naming_the_bound() {
+    let c = client("head -c 200000 /dev/zero | tr '\\0' a; exec sleep 30").await;
+    let pid = c.child_pid().unwrap();
+    let started = Instant::now();
+    let e = c.destroy(destroy_request()).await.unwrap_err();
+    assert!(started.elapsed() < BOUND);
+    let (op, field, expected, _) = protocol_field(&e);
+    assert_eq!((op, field), ("destroy", "line"));
+    assert_eq!(expected, "a line of at most 65536 bytes");
+    assert_gone(&c, pid).await;
+}
+
+#[tokio::test]
+async fn an_answer_to_an_unknown_id_is_a_protocol_violation_naming_the_id() {
+    let c =
+        client(r#"printf '%s\n' '{"jsonrpc":"2.0","id":99,"result":null}'; exec sleep 30"#).await;
+    let pid = c.child_pid().unwrap();
+    let e = c.destroy(destroy_request()).await.unwrap_err();
+    let (op, field, _, actual) = protocol_field(&e);
+    assert_eq!((op, field, actual), ("destroy", "id", "99"));
+    assert_gone(&c, pid).await;
+}
+
+#[tokio::test]
+async fn an_error_outside_the_closed_vocabulary_is_a_protocol_violation_naming_the_message() {
+    let c = client(r#"printf '%s\n' '{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"boom"}}'; exec sleep 30"#).await;
+    let pid = c.child_pid().unwrap();
+    let e = c.destroy(destroy_request()).await.unwrap_err();
+    let (op, field, _, actual) = protocol_field(&e);
+    assert_eq!((op, field), ("destroy", "error"));
+    assert!(actual.contains("boom"), "{actual}");
+    assert_gone(&c, pid).await;
+}
+
+#[tokio::test]
+async fn a_closed_error_in_error_data_comes_back_as_itself() {
+    let c = client(r#"printf '%s\n' '{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"x","data":{"_tag":"SandboxInstanceNotFound","instance_id":"inst-1"}}}'; exec sleep 30"#).await;
+    let e = c.destroy(destroy_request()).await.unwrap_err();
+    assert_eq!(
+        e,
+        SandboxError::SandboxInstanceNotFound {
+            instance_id: "inst-1".into()
+        }
+    );
+    c.close().await;
+}
+
+#[tokio::test]
+async fn a_server_speaking_another_wire_revision_is_refused_naming_both_values() {
+    let e = WireClient::spawn(
+        scripted("exec sleep 30", "checkfu.sandbox.wire/v9"),
+        options(),
+    )
+    .await
+    .unwrap_err();
+    let (op, field, expected, actual) = protocol_field(&e);
+    assert_eq!(
+        (op, field, expected, actual),
+        (
+            "initialize",
+            "wire_revision",
+            WIRE_PROTOCOL_REVISION,
+            "checkfu.sandbox.wire/v9"
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_allocation_whose_value_does_not_decode_is_rolled_back_through_its_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("rollback.log");
+    let then = format!(
+        r#"printf '%s\n' '{{"jsonrpc":"2.0","id":2,"result":{{"value":{{"instance_id":1}},"rollback_handle":"rb-9"}}}}'; read r; printf '%s\n' "$r" > {}; printf '%s\n' '{{"jsonrpc":"2.0","id":3,"result":null}}'; exec sleep 30"#,
+        log.display()
+    );
+    let c = client(&then).await;
+    let e = c.provision(request()).await.unwrap_err();
+    let (op, _, _, _) = protocol_field(&e);
+    assert_eq!(op, "decode_instance");
+    let sent: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    assert_eq!(sent["method"], "sandbox/rollback");
+    assert_eq!(sent["params"]["handle"], "rb-9");
+    c.close().await;
+}
+
+#[tokio::test]
+async fn the_runner_answers_the_active_write_dispatch_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("marker.log");
+    let then = format!(
+        r#"printf '%s\n' '{{"jsonrpc":"2.0","id":1,"method":"runner/activeWriteDispatched","params":{{"request_id":2,"transaction_id":"tx-1"}}}}'; read r; printf '%s\n' "$r" > {}; printf '%s\n' '{{"jsonrpc":"2.0","id":2,"result":null}}'; exec sleep 30"#,
+        log.display()
+    );
+    let c = client(&then).await;
+    c.destroy(destroy_request()).await.unwrap();
+    let answer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": null})
+    );
+    c.close().await;
+}
