@@ -1005,7 +1005,8 @@ class Server:
             "capabilities": self.p.capabilities(), "members": Provider.MEMBERS,
             "conformance": True,
             "limits": {"max_line_bytes": MAX_LINE, "stdin_credit_bytes": 0,
-                       "replay_window_bytes": 0, "stream_chunk_bytes": 65536}}})
+                       "replay_window_bytes": 0, "stream_chunk_bytes": 65536,
+                       "resume_window_ms": 0}}})
 
     def handle(self, rid, method, params):
         p = self.p
