@@ -943,8 +943,12 @@ class Server:
                                "error": {"code": -32600, "message": "unknown member in message"}})
                 continue
             self.dispatch(msg)
-        # the connection ended: let calls in flight settle (an allocation is never
-        # abandoned half-made), then drop handles unrun; objects stay for cleanup
+        # the connection ended: no reply can reach the runner any more, so every
+        # call in flight is treated as cancelled (an allocating one finishes and is
+        # rolled back here: the runner cannot own a value it never received); then
+        # the handles already answered are dropped unrun; objects stay for cleanup
+        with self.plock:
+            self.cancelled |= self.pending
         deadline = time.time() + 150
         for t in self.threads:
             t.join(timeout=max(0.0, deadline - time.time()))
