@@ -12,12 +12,14 @@
 //! - [`verify`]: every check `checkfu sandbox verify` makes, each failure
 //!   a [`verify::Reason`].
 //! - [`registry`]: the enrolled-providers file (TOML).
+//! - [`scaffold`]: `checkfu sandbox init`, a provider project to start from.
 //!
 //! Decisions: `docs/decisions/0XX-partner-signed-evidence.md`.
 
 pub mod dsse;
 pub mod keys;
 pub mod registry;
+pub mod scaffold;
 pub mod statement;
 pub mod subject;
 pub mod verify;
