@@ -244,3 +244,33 @@ pub fn read_ceiling(path: &Path) -> Result<Ceiling, EnrollError> {
     let text = std::fs::read_to_string(path).map_err(|e| EnrollError::io(path, e))?;
     toml::from_str(&text).map_err(|e| EnrollError::malformed(path, e.to_string()))
 }
+
+/// The envelope an enrolled provider was enrolled with: the one its signed
+/// evidence carries. The evidence is re-read and its signature checked
+/// under the entry's key each time, so an edited file is refused.
+///
+/// # Errors
+/// [`EnrollError::Io`]; [`EnrollError::Malformed`] when the key or the
+/// evidence does not read, or no signature verifies.
+pub fn enrolled_envelope(
+    entry: &Entry,
+) -> Result<checkfu_sandbox_contract::SandboxProviderCapabilities, EnrollError> {
+    let key = crate::keys::read_verifying_key(&entry.key)?;
+    let bytes = std::fs::read(&entry.evidence).map_err(|e| EnrollError::io(&entry.evidence, e))?;
+    let dsse: crate::dsse::Envelope = serde_json::from_slice(&bytes)
+        .map_err(|e| EnrollError::malformed(&entry.evidence, format!("not a DSSE envelope: {e}")))?;
+    if !dsse.verified_by(&key) {
+        return Err(EnrollError::malformed(
+            &entry.evidence,
+            format!(
+                "no signature verifies under {}",
+                crate::keys::key_id(&key)
+            ),
+        ));
+    }
+    let statement: crate::statement::Statement = dsse
+        .payload_bytes()
+        .and_then(|p| serde_json::from_slice(&p).map_err(|e| e.to_string()))
+        .map_err(|e| EnrollError::malformed(&entry.evidence, format!("payload: {e}")))?;
+    Ok(statement.predicate.evidence.envelope)
+}

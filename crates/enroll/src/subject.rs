@@ -6,8 +6,8 @@
 //!   (its first word, resolved on `PATH` when it has no slash);
 //! - [`IMAGE`]: the image's manifest digest, for a provider shipped as an
 //!   OCI image;
-//! - [`ENVELOPE`]: the SHA-256 of the capability envelope's JSON encoding
-//!   (the contract's serializer: compact, fields in declaration order).
+//! - [`ENVELOPE`]: the SHA-256 of the capability envelope's canonical JSON
+//!   (members sorted by key, no whitespace).
 //!
 //! A provider reached over a socket has no code subject: only its
 //! envelope is bound.
@@ -77,9 +77,13 @@ pub fn subjects(code: &Code, envelope: &SandboxProviderCapabilities) -> Vec<Subj
     out
 }
 
-/// The lowercase hex SHA-256 of the envelope's JSON encoding.
+/// The lowercase hex SHA-256 of the envelope's canonical JSON: members
+/// sorted by key at every level, no whitespace, `serde_json`'s escaping.
 pub fn envelope_sha256(envelope: &SandboxProviderCapabilities) -> String {
-    let bytes = serde_json::to_vec(envelope).unwrap_or_default();
+    // serde_json's map is ordered by key (no `preserve_order`), so going
+    // through a Value sorts every object.
+    let value = serde_json::to_value(envelope).unwrap_or_default();
+    let bytes = serde_json::to_vec(&value).unwrap_or_default();
     hex::encode(Sha256::digest(bytes))
 }
 

@@ -6,7 +6,8 @@ use std::fmt;
 
 use checkfu_sandbox_contract::conformance::evidence::{Outcome, SUITE_REVISION};
 use checkfu_sandbox_contract::conformance::token::{Token, CASES};
-use checkfu_sandbox_contract::SandboxProviderCapabilities;
+use checkfu_sandbox_contract::{SandboxError, SandboxProviderCapabilities};
+use checkfu_sandbox_runtime::ceiling::{intersect, Ceiling, Cut};
 use ed25519_dalek::VerifyingKey;
 
 use crate::dsse::Envelope;
@@ -56,6 +57,13 @@ pub enum Reason {
         /// The evidence's revision.
         actual: String,
     },
+    /// The envelope's claims exceed the enrollment ceiling in a way that
+    /// cannot be cut down (the runtime's refusal).
+    Ceiling {
+        /// `SandboxProtocolInvalid{operation: enrollment_ceiling, ...}` or
+        /// the cut envelope's broken cross-field rule.
+        error: SandboxError,
+    },
     /// A case whose tokens the envelope all claims did not pass.
     ClaimNotPassed {
         /// The claimed token.
@@ -95,6 +103,7 @@ impl fmt::Display for Reason {
                 f,
                 "suite_revision: expected {SUITE_REVISION}, actual {actual}"
             ),
+            Reason::Ceiling { error } => write!(f, "ceiling: {error}"),
             Reason::ClaimNotPassed {
                 token,
                 case,
@@ -233,4 +242,32 @@ fn subject_reasons(expected: &[Subject], actual: &[Subject]) -> Vec<Reason> {
             })
         })
         .collect()
+}
+
+/// What `checkfu sandbox add` checks before it enrolls a provider: the
+/// evidence verifies ([`verify`]: it covers every claim) and the envelope
+/// fits under `ceiling` once cut down. Returns the statement and every
+/// claim the ceiling cuts.
+///
+/// # Errors
+/// Every [`Reason`] found; a ceiling refusal is [`Reason::Ceiling`].
+pub fn admit(
+    bytes: &[u8],
+    key: &VerifyingKey,
+    code: &Code,
+    envelope: &SandboxProviderCapabilities,
+    ceiling: &Ceiling,
+) -> Result<(Statement, Vec<Cut>), Vec<Reason>> {
+    let verified = verify(bytes, key, code, envelope);
+    let cut = intersect(envelope, ceiling);
+    match (verified, cut) {
+        (Ok(statement), Ok((_, cuts))) => Ok((statement, cuts)),
+        (verified, cut) => {
+            let mut reasons = verified.err().unwrap_or_default();
+            if let Err(error) = cut {
+                reasons.push(Reason::Ceiling { error });
+            }
+            Err(reasons)
+        }
+    }
 }

@@ -11,16 +11,21 @@ use checkfu_sandbox_docker::conformance::DockerTarget;
 pub mod backend;
 pub mod capabilities;
 pub mod cleanup;
+pub mod enroll;
 pub mod fail;
 pub mod faults;
 pub mod fixture;
+pub mod init;
+pub mod keygen;
 pub mod out;
 pub mod run;
 pub mod run_events;
 pub mod run_flags;
 pub mod schema;
 pub mod serve;
+pub mod served;
 pub mod test;
+pub mod verify;
 
 /// Which provider a command talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
