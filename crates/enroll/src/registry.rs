@@ -257,15 +257,13 @@ pub fn enrolled_envelope(
 ) -> Result<checkfu_sandbox_contract::SandboxProviderCapabilities, EnrollError> {
     let key = crate::keys::read_verifying_key(&entry.key)?;
     let bytes = std::fs::read(&entry.evidence).map_err(|e| EnrollError::io(&entry.evidence, e))?;
-    let dsse: crate::dsse::Envelope = serde_json::from_slice(&bytes)
-        .map_err(|e| EnrollError::malformed(&entry.evidence, format!("not a DSSE envelope: {e}")))?;
+    let dsse: crate::dsse::Envelope = serde_json::from_slice(&bytes).map_err(|e| {
+        EnrollError::malformed(&entry.evidence, format!("not a DSSE envelope: {e}"))
+    })?;
     if !dsse.verified_by(&key) {
         return Err(EnrollError::malformed(
             &entry.evidence,
-            format!(
-                "no signature verifies under {}",
-                crate::keys::key_id(&key)
-            ),
+            format!("no signature verifies under {}", crate::keys::key_id(&key)),
         ));
     }
     let statement: crate::statement::Statement = dsse

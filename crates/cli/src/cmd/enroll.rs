@@ -28,7 +28,8 @@ impl RegistryFlag {
 
 /// Flags of `checkfu sandbox add`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "The provider is started (or its socket reached) and its evidence \
+#[command(
+    after_help = "The provider is started (or its socket reached) and its evidence \
 verified exactly as `checkfu sandbox verify` does; a provider whose evidence does not cover its \
 claims, or whose claims exceed the ceiling in a way that cannot be cut down, is refused and \
 nothing is written. Claims the ceiling cuts down are listed. Paths are stored absolute.
@@ -39,7 +40,8 @@ Examples:
   checkfu sandbox run --provider acme --image busybox -- true
 
 Exit status: 0 enrolled; 1 refused (one line per reason); 2 on usage errors; 125 when a file or \
-the provider cannot be read or the registry cannot be written.")]
+the provider cannot be read or the registry cannot be written."
+)]
 pub struct AddArgs {
     /// The id `--provider ID` will select.
     #[arg(long, value_name = "ID")]
@@ -63,8 +65,10 @@ pub struct AddArgs {
 
 /// Flags of `checkfu sandbox list`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "One line per enrolled provider: id, transport, evidence, ceiling \
-fields.\n\nExit status: 0; 125 when the registry does not read.")]
+#[command(
+    after_help = "One line per enrolled provider: id, transport, evidence, ceiling \
+fields.\n\nExit status: 0; 125 when the registry does not read."
+)]
 pub struct ListArgs {
     /// The registry.
     #[command(flatten)]
@@ -73,8 +77,10 @@ pub struct ListArgs {
 
 /// Flags of `checkfu sandbox remove`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Exit status: 0 removed; 1 when no provider has that id; 125 when the \
-registry does not read or cannot be written.")]
+#[command(
+    after_help = "Exit status: 0 removed; 1 when no provider has that id; 125 when the \
+registry does not read or cannot be written."
+)]
 pub struct RemoveArgs {
     /// The enrolled id.
     pub id: String,

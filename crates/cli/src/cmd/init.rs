@@ -18,7 +18,8 @@ pub enum LangArg {
 
 /// Flags of `checkfu sandbox init`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "The scaffold speaks the wire protocol (a copy of the author kit's \
+#[command(
+    after_help = "The scaffold speaks the wire protocol (a copy of the author kit's \
 PROTOCOL.md goes with it), answers every member with the typed refusal the contract names for a \
 provider that has allocated nothing, advertises a minimal envelope and declares no conformance \
 token, so `checkfu sandbox test --provider-cmd` runs at once: nine recorded skips, none failed. \
@@ -28,7 +29,8 @@ Examples:
   checkfu sandbox init --lang python acme-provider
   checkfu sandbox test --provider-cmd acme-provider/provider.py
 
-Exit status: 0; 2 on usage errors; 125 when a file exists or cannot be written.")]
+Exit status: 0; 2 on usage errors; 125 when a file exists or cannot be written."
+)]
 pub struct InitArgs {
     /// The provider's language.
     #[arg(long, value_enum)]

@@ -9,14 +9,16 @@ use super::fail::Failure;
 
 /// Flags of `checkfu sandbox keygen`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Writes DIR/checkfu-signing.key.pem (PKCS#8 PEM, mode 0600) and \
+#[command(
+    after_help = "Writes DIR/checkfu-signing.key.pem (PKCS#8 PEM, mode 0600) and \
 DIR/checkfu-signing.pub.pem (SPKI PEM), creating DIR when missing; an existing key file is never \
 overwritten. Prints the key id (sha256 of the public key's DER).
 
 Examples:
   checkfu sandbox keygen --out keys
 
-Exit status: 0; 2 on usage errors; 125 when a file exists or cannot be written.")]
+Exit status: 0; 2 on usage errors; 125 when a file exists or cannot be written."
+)]
 pub struct KeygenArgs {
     /// Directory to write the key pair into.
     #[arg(long, value_name = "DIR")]

@@ -24,6 +24,7 @@ pub mod run_flags;
 pub mod schema;
 pub mod serve;
 pub mod served;
+pub mod signed;
 pub mod test;
 pub mod verify;
 

@@ -47,6 +47,12 @@ pub struct TestArgs {
     /// The static busybox the Docker fixture image is built from.
     #[arg(long, value_name = "PATH", default_value = checkfu_sandbox_docker::fixture::DEFAULT_BUSYBOX_PATH)]
     pub busybox: PathBuf,
+    /// Sign the evidence with this PKCS#8 PEM ed25519 key (`checkfu sandbox keygen`); needs --evidence.
+    #[arg(long, value_name = "KEY", requires = "evidence")]
+    pub sign: Option<PathBuf>,
+    /// Write the signed evidence (a DSSE envelope over an in-toto Statement v1) to FILE; needs --sign.
+    #[arg(long, value_name = "FILE", requires = "sign")]
+    pub evidence: Option<PathBuf>,
     /// Each case's deadline, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 180)]
     pub case_timeout: u64,
@@ -125,6 +131,15 @@ pub fn run(args: TestArgs) -> ExitCode {
         eprintln!("checkfu: --inject applies to the memory oracle only; drop --provider or use --provider memory");
         return ExitCode::from(2);
     }
+    let signing = match args
+        .sign
+        .as_deref()
+        .map(super::signed::read_key)
+        .transpose()
+    {
+        Ok(k) => k,
+        Err(f) => return f.report(),
+    };
     let sinks = match Sinks::open(&args) {
         Ok(s) => s,
         Err(code) => return code,
@@ -221,6 +236,13 @@ pub fn run(args: TestArgs) -> ExitCode {
         };
         if let Err(code) = write_evidence(&evidence, sinks) {
             return code;
+        }
+        if let (Some(key), Some(out)) = (&signing, &args.evidence) {
+            let signed = super::signed::builtin_code()
+                .and_then(|code| super::signed::write(&evidence, &code, key, out));
+            if let Err(f) = signed {
+                return f.report();
+            }
         }
         if evidence.ok() {
             ExitCode::SUCCESS

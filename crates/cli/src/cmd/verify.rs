@@ -11,7 +11,8 @@ use super::served::{self, ServedFlags};
 
 /// Flags of `checkfu sandbox verify`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Exit 0 only when all hold: a signature verifies under KEY; the \
+#[command(
+    after_help = "Exit 0 only when all hold: a signature verifies under KEY; the \
 statement is an in-toto Statement v1 with checkfu's conformance predicate type; its subjects are \
 the provider's (the executable --provider-cmd starts, re-hashed now, and the envelope it answers \
 with now); the suite revision is this checkfu's; every case whose tokens the envelope claims \
@@ -21,7 +22,8 @@ Examples:
   checkfu sandbox verify --key keys/checkfu-signing.pub.pem --provider-cmd ./provider.py evidence.dsse.json
 
 Exit status: 0 verified; 1 not verified; 2 on usage errors; 125 when the key, the file or the \
-provider cannot be read.")]
+provider cannot be read."
+)]
 pub struct VerifyArgs {
     /// The SPKI PEM public key.
     #[arg(long, value_name = "PUB")]
