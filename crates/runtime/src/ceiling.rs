@@ -114,6 +114,16 @@ pub struct EnforcementCeiling {
     pub privilege: Option<EnforcementLevel>,
 }
 
+/// What an enrolled provider was enrolled with: the envelope its signed
+/// evidence carries and its ceiling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enrollment {
+    /// The enrolled envelope; the live one must equal it.
+    pub envelope: SandboxProviderCapabilities,
+    /// What it may claim.
+    pub ceiling: Ceiling,
+}
+
 /// One claim the ceiling cut down: the field, what was declared and what
 /// the intersection keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]

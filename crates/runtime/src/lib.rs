@@ -28,7 +28,7 @@ pub mod select;
 pub mod staging;
 
 pub use adapter::{Adapter, RecordState};
-pub use ceiling::{Ceiling, Cut};
+pub use ceiling::{Ceiling, Cut, Enrollment};
 pub use process::{Process, ProcessHandle};
 pub use runtime::SandboxRuntime;
 pub use select::Requirements;

@@ -11,7 +11,7 @@ use checkfu_sandbox_contract::{
 };
 
 use crate::adapter::Adapter;
-use crate::ceiling::{drift, intersect, Ceiling, Cut, DRIFT_OPERATION};
+use crate::ceiling::{drift, intersect, Ceiling, Cut, Enrollment, DRIFT_OPERATION};
 use crate::select::{check_mount_plan, unmet, Requirements};
 
 /// The Runner's sandbox runtime: the only way the rest of the system talks
@@ -121,6 +121,26 @@ impl SandboxRuntime {
             adapter: Ok(adapter),
         });
         Ok(cuts)
+    }
+
+    /// Registers `provider` plainly ([`register`](Self::register)) or,
+    /// with an enrollment, under its ceiling
+    /// ([`register_enrolled`](Self::register_enrolled)).
+    ///
+    /// # Errors
+    /// Those of [`register_enrolled`](Self::register_enrolled).
+    pub fn register_as(
+        &mut self,
+        provider: Arc<dyn SandboxProvider>,
+        enrollment: Option<&Enrollment>,
+    ) -> Result<Vec<Cut>, SandboxError> {
+        match enrollment {
+            None => {
+                self.register(provider);
+                Ok(Vec::new())
+            }
+            Some(e) => self.register_enrolled(provider, &e.envelope, &e.ceiling),
+        }
     }
 
     /// The clock the runtime checks deadlines against.

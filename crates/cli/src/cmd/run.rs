@@ -157,6 +157,7 @@ pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
             pids: args.pids,
             disk_bytes: None,
         },
+        enrollment: None,
     };
     plan.check()?;
     if let Some(path) = &args.prompt {
