@@ -12,6 +12,7 @@ pub mod backend;
 pub mod capabilities;
 pub mod cleanup;
 pub mod enroll;
+pub mod enrolled;
 pub mod fail;
 pub mod faults;
 pub mod fixture;
