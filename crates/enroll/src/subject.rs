@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use checkfu_sandbox_contract::conformance::evidence::canonical_json;
 use checkfu_sandbox_contract::SandboxProviderCapabilities;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -77,14 +78,12 @@ pub fn subjects(code: &Code, envelope: &SandboxProviderCapabilities) -> Vec<Subj
     out
 }
 
-/// The lowercase hex SHA-256 of the envelope's canonical JSON: members
-/// sorted by key at every level, no whitespace, `serde_json`'s escaping.
+/// The lowercase hex SHA-256 of the envelope's canonical JSON
+/// ([`canonical_json`]: members sorted by key, no whitespace) — the digest
+/// the suite's evidence records as `envelope_sha256`, without `sha256:`.
 pub fn envelope_sha256(envelope: &SandboxProviderCapabilities) -> String {
-    // serde_json's map is ordered by key (no `preserve_order`), so going
-    // through a Value sorts every object.
     let value = serde_json::to_value(envelope).unwrap_or_default();
-    let bytes = serde_json::to_vec(&value).unwrap_or_default();
-    hex::encode(Sha256::digest(bytes))
+    hex::encode(Sha256::digest(canonical_json(&value).as_bytes()))
 }
 
 /// The file a command's first word names: itself when it contains a

@@ -91,6 +91,8 @@ fn evidence(declared: &[Token]) -> Evidence {
         provider: "acme".into(),
         provider_revision: "acme-1".into(),
         materialization_revision: "acme-mat-1".into(),
+        envelope_sha256: format!("sha256:{}", subject::envelope_sha256(&envelope())),
+        provider_command: None,
         envelope: envelope(),
         declared_tokens: declared.into_iter().collect(),
         injected_faults: vec![],

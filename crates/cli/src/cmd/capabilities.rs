@@ -15,7 +15,7 @@ use std::sync::Arc;
 use checkfu_sandbox_contract::SandboxProvider;
 
 use super::fail::Failure;
-use super::ProviderArg;
+use super::ProviderFlags;
 
 /// Flags of `checkfu sandbox capabilities`.
 #[derive(Debug, clap::Args)]
@@ -33,8 +33,8 @@ stdout was closed early (as a SIGPIPE death)."
 )]
 pub struct CapabilitiesArgs {
     /// Provider to describe.
-    #[arg(long, value_enum, default_value_t = ProviderArg::Memory)]
-    pub provider: ProviderArg,
+    #[command(flatten)]
+    pub provider: ProviderFlags,
     /// Print JSON: {"provider", "capabilities", "tokens": [{"token", "backed", "needs"}]}.
     #[arg(long)]
     pub json: bool,
@@ -114,13 +114,21 @@ pub fn run(args: CapabilitiesArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    let choice = match args.provider.choice() {
+        Ok(c) => c,
+        Err(e) => return Failure::usage(e.to_string()).report(),
+    };
     runtime.block_on(async move {
-        let provider = match super::backend::open(args.provider).await {
-            Ok(p) => p,
-            Err(f) => return f.report(),
+        let opened = super::until_stopped(super::backend::open(&choice)).await;
+        let backend = match opened {
+            Ok(Ok(b)) => b,
+            Ok(Err(f)) => return f.report(),
+            Err(code) => return code,
         };
-        let id = provider.provider_id().to_owned();
-        let envelope = match decoded_envelope(provider) {
+        let id = backend.provider.provider_id().to_owned();
+        let decoded = decoded_envelope(backend.provider.clone());
+        backend.close().await;
+        let envelope = match decoded {
             Ok(e) => e,
             Err(f) => return Failure::sandbox(&f).report(),
         };

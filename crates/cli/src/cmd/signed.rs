@@ -11,6 +11,7 @@ use checkfu_sandbox_enroll::subject::{self, Code};
 use ed25519_dalek::SigningKey;
 
 use super::fail::Failure;
+use super::ProviderChoice;
 
 /// The checkfu version evidence records.
 pub const CHECKFU_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -34,6 +35,26 @@ pub fn builtin_code() -> Result<Code, Failure> {
     subject::sha256_file(&exe)
         .map(Code::Executable)
         .map_err(|e| Failure::checkfu(format!("--sign: {e}")))
+}
+
+/// The code subject of the provider `choice` names: the executable the
+/// suite ran (its digest as the evidence records it), none for a socket,
+/// the running checkfu for a built-in provider.
+///
+/// # Errors
+/// 125 when the checkfu executable cannot be read, or a command's evidence
+/// lacks its executable digest.
+pub fn code_for(choice: &ProviderChoice, evidence: &Evidence) -> Result<Code, Failure> {
+    match choice {
+        ProviderChoice::Builtin(_) => builtin_code(),
+        ProviderChoice::Socket(_) => Ok(Code::Socket),
+        ProviderChoice::Command { .. } => evidence
+            .provider_command
+            .as_ref()
+            .and_then(|c| c.executable_sha256.strip_prefix("sha256:"))
+            .map(|hex| Code::Executable(hex.to_owned()))
+            .ok_or_else(|| Failure::checkfu("--sign: the evidence names no provider executable")),
+    }
 }
 
 /// Signs `evidence` about the provider whose code is `code` and writes the
