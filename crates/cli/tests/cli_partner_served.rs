@@ -33,7 +33,10 @@ fn init_python(dir: &Path) -> PathBuf {
 
 #[test]
 fn the_python_scaffold_runs_under_the_suite_with_every_case_a_recorded_skip() {
-    assert!(python_available(), "python3 is needed for the scaffold test");
+    assert!(
+        python_available(),
+        "python3 is needed for the scaffold test"
+    );
     let tmp = tempfile::tempdir().unwrap();
     let provider = init_python(&tmp.path().join("acme"));
     let o = output(
@@ -64,7 +67,10 @@ fn the_python_scaffold_runs_under_the_suite_with_every_case_a_recorded_skip() {
 
 #[test]
 fn the_scaffolds_skips_for_claimed_tokens_fail_verification() {
-    assert!(python_available(), "python3 is needed for the scaffold test");
+    assert!(
+        python_available(),
+        "python3 is needed for the scaffold test"
+    );
     let tmp = tempfile::tempdir().unwrap();
     let provider = init_python(&tmp.path().join("acme"));
     let keys = tmp.path().join("keys");
@@ -147,7 +153,10 @@ fn an_enrolled_id_selects_the_provider_under_its_ceiling() {
     );
     assert_eq!(code(&o), 0, "{}", describe(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(doc["capabilities"]["egress_certification"], "advisory_filter");
+    assert_eq!(
+        doc["capabilities"]["egress_certification"],
+        "advisory_filter"
+    );
     assert!(
         stderr(&o).contains("acme: cut: egress_certification"),
         "{}",
@@ -164,7 +173,10 @@ fn an_enrolled_id_selects_the_provider_under_its_ceiling() {
 
 #[test]
 fn an_enrolled_provider_whose_live_envelope_drifted_is_refused_naming_the_field() {
-    assert!(python_available(), "python3 is needed for the scaffold test");
+    assert!(
+        python_available(),
+        "python3 is needed for the scaffold test"
+    );
     let tmp = tempfile::tempdir().unwrap();
     let registry = enrolled(tmp.path());
     // The enrolled command now starts another provider: its envelope is

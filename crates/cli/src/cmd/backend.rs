@@ -14,6 +14,8 @@ use checkfu_sandbox_memory::{Fault, MemoryProvider};
 use checkfu_sandbox_wire::conformance::WireTarget;
 use checkfu_sandbox_wire::{WireClient, WireOptions};
 
+use checkfu_sandbox_runtime::Enrollment;
+
 use super::fail::Failure;
 use super::{ProviderArg, ProviderChoice};
 
@@ -59,6 +61,9 @@ pub struct Backend {
     /// The provider (every call goes through the runtime).
     pub provider: Arc<dyn SandboxProvider>,
     wire: Option<WireClient>,
+    /// An enrolled provider's envelope and ceiling: register it with
+    /// `SandboxRuntime::register_as`.
+    pub enrollment: Option<Enrollment>,
 }
 
 impl Backend {
@@ -99,12 +104,23 @@ pub async fn open(choice: &ProviderChoice) -> Result<Backend, Failure> {
             return Ok(Backend {
                 provider: Arc::new(client.clone()),
                 wire: Some(client),
+                enrollment: None,
+            });
+        }
+        ProviderChoice::Enrolled { id, registry } => {
+            let (served, enrollment) = super::enrolled::lookup(id, registry)?;
+            let client = super::enrolled::connect(id, &served, &enrollment).await?;
+            return Ok(Backend {
+                provider: Arc::new(client.clone()),
+                wire: Some(client),
+                enrollment: Some(enrollment),
             });
         }
     };
     Ok(Backend {
         provider,
         wire: None,
+        enrollment: None,
     })
 }
 
@@ -123,6 +139,11 @@ pub async fn target(
 ) -> Result<Arc<dyn ConformanceTarget>, Failure> {
     injectable(choice, &faults)?;
     match choice {
+        ProviderChoice::Enrolled { id, registry } => {
+            // The suite tests what the provider claims, not its ceiling.
+            let (served, _) = super::enrolled::lookup(id, registry)?;
+            Box::pin(target(&served, busybox, faults)).await
+        }
         ProviderChoice::Builtin(ProviderArg::Memory) => {
             Ok(Arc::new(MemoryTarget::with_faults(faults)))
         }
@@ -177,6 +198,10 @@ pub async fn wire(choice: &ProviderChoice) -> Result<WireClient, Failure> {
         ProviderChoice::Socket(path) => {
             WireClient::connect_unix(path, WireOptions::default()).await
         }
+        ProviderChoice::Enrolled { id, registry } => {
+            let (served, _) = super::enrolled::lookup(id, registry)?;
+            return Box::pin(wire(&served)).await;
+        }
         ProviderChoice::Builtin(which) => {
             return Err(Failure::checkfu(format!(
                 "the {which:?} provider is built in; it is not served over the wire"
@@ -192,6 +217,7 @@ fn describe(choice: &ProviderChoice) -> String {
         ProviderChoice::Command { line, .. } => format!("--provider-cmd {line:?}"),
         ProviderChoice::Socket(path) => format!("--provider-socket {}", path.display()),
         ProviderChoice::Builtin(which) => format!("--provider {which:?}"),
+        ProviderChoice::Enrolled { id, .. } => format!("--provider {id}"),
     }
 }
 
@@ -240,6 +266,10 @@ pub fn resolve(name: &str) -> Result<PathBuf, Failure> {
 /// # Errors
 /// 125 when the executable cannot be found or read.
 pub fn provider_command(choice: &ProviderChoice) -> Result<Option<ProviderCommand>, Failure> {
+    if let ProviderChoice::Enrolled { id, registry } = choice {
+        let (served, _) = super::enrolled::lookup(id, registry)?;
+        return provider_command(&served);
+    }
     let ProviderChoice::Command { argv, .. } = choice else {
         return Ok(None);
     };

@@ -7,7 +7,7 @@ use checkfu_sandbox_conformance::token::UnbackedToken;
 use checkfu_sandbox_conformance::Token;
 use checkfu_sandbox_contract::wire::{decode_capabilities, encode};
 use checkfu_sandbox_contract::{SandboxFailure, SandboxProviderCapabilities};
-use checkfu_sandbox_runtime::SandboxRuntime;
+use checkfu_sandbox_runtime::{Enrollment, SandboxRuntime};
 use serde_json::{json, Value};
 
 use std::sync::Arc;
@@ -47,10 +47,11 @@ pub struct CapabilitiesArgs {
 /// The decode error or the runtime's refusal of the envelope.
 pub fn decoded_envelope(
     provider: Arc<dyn SandboxProvider>,
+    enrollment: Option<&Enrollment>,
 ) -> Result<SandboxProviderCapabilities, SandboxFailure> {
     let mut runtime = SandboxRuntime::default();
     let id = provider.provider_id().to_owned();
-    runtime.register(provider);
+    runtime.register_as(provider, enrollment)?;
     let adapter = runtime.adapter(&id)?;
     Ok(decode_capabilities(&encode(adapter.envelope()))?)
 }
@@ -126,7 +127,7 @@ pub fn run(args: CapabilitiesArgs) -> ExitCode {
             Err(code) => return code,
         };
         let id = backend.provider.provider_id().to_owned();
-        let decoded = decoded_envelope(backend.provider.clone());
+        let decoded = decoded_envelope(backend.provider.clone(), backend.enrollment.as_ref());
         backend.close().await;
         let envelope = match decoded {
             Ok(e) => e,

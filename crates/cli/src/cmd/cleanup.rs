@@ -99,7 +99,12 @@ pub fn run(args: CleanupArgs) -> ExitCode {
             Ok(Err(f)) => return f.report(),
             Err(code) => return code,
         };
-        let swept = super::until_stopped(sweep(&args, backend.provider.clone())).await;
+        let swept = super::until_stopped(sweep(
+            &args,
+            backend.provider.clone(),
+            backend.enrollment.as_ref(),
+        ))
+        .await;
         backend.close().await;
         match swept {
             Ok(Ok(Ok(()))) => ExitCode::SUCCESS,
@@ -114,10 +119,13 @@ pub fn run(args: CleanupArgs) -> ExitCode {
 async fn sweep(
     args: &CleanupArgs,
     provider: std::sync::Arc<dyn checkfu_sandbox_contract::SandboxProvider>,
+    enrollment: Option<&checkfu_sandbox_runtime::Enrollment>,
 ) -> Result<Result<(), StdoutGone>, Failure> {
     let provider_id = provider.provider_id().to_owned();
     let mut runtime = SandboxRuntime::new(super::backend::clock());
-    runtime.register(provider);
+    runtime
+        .register_as(provider, enrollment)
+        .map_err(|e| Failure::sandbox(&e.into()))?;
     let adapter = runtime.adapter(&provider_id)?;
     let now = runtime.clock().now();
     let orphaned_before = now.add_seconds(-args.older_than);

@@ -3,13 +3,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use checkfu_sandbox_contract::SandboxProvider;
 use checkfu_sandbox_enroll::registry::{self, Entry, Registry, Transport};
 use checkfu_sandbox_enroll::{keys, verify};
 use checkfu_sandbox_runtime::Ceiling;
 
 use super::fail::Failure;
-use super::served::{self, Served, ServedFlags};
+use super::served::{self, ServedFlags};
+use super::ProviderChoice;
 
 /// `--providers FILE`, shared by the registry commands.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -103,7 +103,7 @@ pub fn add(args: AddArgs) -> ExitCode {
 
 fn try_add(args: &AddArgs) -> Result<ExitCode, Failure> {
     registry::check_id(&args.id).map_err(|m| Failure::usage(format!("--id: {m}")))?;
-    let served = args.served.served()?;
+    let served = args.served.choice()?;
     let path = args.registry.path();
     let mut reg = Registry::load(&path).map_err(|e| Failure::checkfu(e.to_string()))?;
     if reg.get(&args.id).is_some() {
@@ -124,12 +124,7 @@ fn try_add(args: &AddArgs) -> Result<ExitCode, Failure> {
         .map_err(|e| Failure::checkfu(format!("--evidence {}: {e}", args.evidence.display())))?;
     let code = served::code(&served)?;
     let runtime = super::tokio_runtime().map_err(|_| Failure::checkfu("async runtime"))?;
-    let envelope = runtime.block_on(async {
-        let client = served::connect(&served).await?;
-        let envelope = client.capabilities();
-        client.close().await;
-        Ok::<_, Failure>(envelope)
-    })?;
+    let envelope = runtime.block_on(served::envelope(&served))?;
     let cuts = match verify::admit(&bytes, &key, &code, &envelope, &ceiling) {
         Ok((_, cuts)) => cuts,
         Err(reasons) => {
@@ -141,13 +136,18 @@ fn try_add(args: &AddArgs) -> Result<ExitCode, Failure> {
         }
     };
     let transport = match served {
-        Served::Command(mut argv) => {
+        ProviderChoice::Command { mut argv, .. } => {
             if argv[0].contains('/') {
                 argv[0] = absolute(Path::new(&argv[0])).display().to_string();
             }
             Transport::Command(argv)
         }
-        Served::Socket(p) => Transport::Socket(absolute(&p)),
+        ProviderChoice::Socket(p) => Transport::Socket(absolute(&p)),
+        _ => {
+            return Err(Failure::usage(
+                "expected --provider-cmd or --provider-socket",
+            ))
+        }
     };
     reg.add(Entry {
         id: args.id.clone(),

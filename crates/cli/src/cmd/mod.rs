@@ -38,15 +38,40 @@ pub enum ProviderArg {
     Docker,
 }
 
-/// How a command reaches its provider: `--provider` (built in), or
+/// What `--provider` names: a built-in provider or an enrolled id
+/// (`checkfu sandbox add`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderName {
+    /// `memory` or `docker`.
+    Builtin(ProviderArg),
+    /// An id enrolled in the providers registry.
+    Enrolled(String),
+}
+
+impl std::str::FromStr for ProviderName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "memory" => Ok(ProviderName::Builtin(ProviderArg::Memory)),
+            "docker" => Ok(ProviderName::Builtin(ProviderArg::Docker)),
+            id => checkfu_sandbox_enroll::registry::check_id(id)
+                .map(|()| ProviderName::Enrolled(id.to_owned())),
+        }
+    }
+}
+
+/// How a command reaches its provider: `--provider` (built in or enrolled), or
 /// `--provider-cmd` / `--provider-socket` (served over the wire protocol,
 /// `author-kit/PROTOCOL.md`). At most one of the three; none means the
 /// memory oracle.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ProviderFlags {
-    /// Built-in provider [default: memory].
-    #[arg(long, value_enum, value_name = "PROVIDER")]
-    pub provider: Option<ProviderArg>,
+    /// `memory`, `docker`, or an id enrolled with `checkfu sandbox add` [default: memory].
+    #[arg(long, value_name = "memory|docker|ID")]
+    pub provider: Option<ProviderName>,
+    /// The providers registry `--provider ID` is looked up in [default: $CHECKFU_PROVIDERS, else $XDG_CONFIG_HOME/checkfu/providers.toml or ~/.config/checkfu/providers.toml].
+    #[arg(long, value_name = "FILE")]
+    pub providers: Option<PathBuf>,
     /// Spawn a provider served over the wire protocol on its stdin/stdout: CMD and its ARGS in one argument, split by shell quoting rules (no expansion); CMD is looked up in PATH.
     #[arg(long = "provider-cmd", value_name = "'CMD [ARGS]'")]
     pub provider_cmd: Option<String>,
@@ -69,6 +94,13 @@ pub enum ProviderChoice {
     },
     /// A provider served on a Unix socket.
     Socket(PathBuf),
+    /// A provider enrolled under `id` in the registry at `registry`.
+    Enrolled {
+        /// The enrolled id.
+        id: String,
+        /// The registry file.
+        registry: PathBuf,
+    },
 }
 
 /// Why [`ProviderFlags`] name no usable provider (exit 2).
@@ -128,9 +160,14 @@ impl ProviderFlags {
         if let Some(path) = &self.provider_socket {
             return Ok(ProviderChoice::Socket(path.clone()));
         }
-        Ok(ProviderChoice::Builtin(
-            self.provider.unwrap_or(ProviderArg::Memory),
-        ))
+        Ok(match &self.provider {
+            None => ProviderChoice::Builtin(ProviderArg::Memory),
+            Some(ProviderName::Builtin(which)) => ProviderChoice::Builtin(*which),
+            Some(ProviderName::Enrolled(id)) => ProviderChoice::Enrolled {
+                id: id.clone(),
+                registry: checkfu_sandbox_enroll::registry::path(self.providers.as_deref()),
+            },
+        })
     }
 }
 

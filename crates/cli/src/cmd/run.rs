@@ -235,6 +235,8 @@ async fn session(choice: ProviderChoice, plan: RunPlan) -> u8 {
         }
     };
     let printer = Printer;
+    let mut plan = plan;
+    plan.enrollment = backend.enrollment.clone();
     let result = checkfu_sandbox_session::run(
         backend.provider.clone(),
         super::backend::clock(),

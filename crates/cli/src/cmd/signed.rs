@@ -48,7 +48,9 @@ pub fn code_for(choice: &ProviderChoice, evidence: &Evidence) -> Result<Code, Fa
     match choice {
         ProviderChoice::Builtin(_) => builtin_code(),
         ProviderChoice::Socket(_) => Ok(Code::Socket),
-        ProviderChoice::Command { .. } => evidence
+        // An enrolled provider reached over a socket has no command.
+        ProviderChoice::Enrolled { .. } if evidence.provider_command.is_none() => Ok(Code::Socket),
+        ProviderChoice::Command { .. } | ProviderChoice::Enrolled { .. } => evidence
             .provider_command
             .as_ref()
             .and_then(|c| c.executable_sha256.strip_prefix("sha256:"))

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use checkfu_sandbox_contract::SandboxProvider;
 use checkfu_sandbox_enroll::{keys, verify};
 
 use super::fail::Failure;
@@ -37,7 +36,7 @@ pub struct VerifyArgs {
 
 /// Runs the command.
 pub fn run(args: VerifyArgs) -> ExitCode {
-    let served = match args.served.served() {
+    let served = match args.served.choice() {
         Ok(s) => s,
         Err(f) => return f.report(),
     };
@@ -57,12 +56,7 @@ pub fn run(args: VerifyArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    let envelope = runtime.block_on(async {
-        let client = served::connect(&served).await?;
-        let envelope = client.capabilities();
-        client.close().await;
-        Ok::<_, Failure>(envelope)
-    });
+    let envelope = runtime.block_on(served::envelope(&served));
     let envelope = match envelope {
         Ok(e) => e,
         Err(f) => return f.report(),

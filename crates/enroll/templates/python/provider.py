@@ -180,7 +180,8 @@ def answer(rid, method, params):
             "provider_id": PROVIDER_ID, "provider_name": PROVIDER_ID,
             "capabilities": capabilities(), "members": MEMBERS, "conformance": True,
             "limits": {"max_line_bytes": MAX_LINE, "stdin_credit_bytes": 0,
-                       "replay_window_bytes": 0, "stream_chunk_bytes": 65536}}}
+                       "replay_window_bytes": 0, "stream_chunk_bytes": 65536,
+                       "resume_window_ms": 0}}}
     fn = METHODS.get(method)
     if fn is None:
         return {"error": {"code": -32601, "message": "method not found: %s" % method}}

@@ -82,7 +82,7 @@ fn answer(method: &str, params: &Value) -> Value {
             "provider_id": PROVIDER_ID, "provider_name": PROVIDER_ID,
             "capabilities": capabilities(), "members": [], "conformance": true,
             "limits": {"max_line_bytes": MAX_LINE, "stdin_credit_bytes": 0,
-                "replay_window_bytes": 0, "stream_chunk_bytes": 65536}}});
+                "replay_window_bytes": 0, "stream_chunk_bytes": 65536, "resume_window_ms": 0}}});
     }
     match member(method, params) {
         Some(Ok(v)) => json!({"result": v}),
