@@ -99,7 +99,9 @@ pub async fn open(choice: &ProviderChoice) -> Result<Backend, Failure> {
             .await
             .map_err(|e| connect_failure(&e))?,
         ),
-        ProviderChoice::Command { .. } | ProviderChoice::Socket(_) => {
+        ProviderChoice::Command { .. }
+        | ProviderChoice::Socket(_)
+        | ProviderChoice::Image { .. } => {
             let client = wire(choice).await?;
             return Ok(Backend {
                 provider: Arc::new(client.clone()),
@@ -150,7 +152,9 @@ pub async fn target(
         ProviderChoice::Builtin(ProviderArg::Docker) => super::docker_target(busybox)
             .await
             .map_err(|m| Failure::checkfu(format!("docker: {m}"))),
-        ProviderChoice::Command { .. } | ProviderChoice::Socket(_) => {
+        ProviderChoice::Command { .. }
+        | ProviderChoice::Socket(_)
+        | ProviderChoice::Image { .. } => {
             let client = wire(choice).await?;
             match WireTarget::new(client.clone()).await {
                 Ok(t) => Ok(Arc::new(t)),
@@ -198,6 +202,10 @@ pub async fn wire(choice: &ProviderChoice) -> Result<WireClient, Failure> {
         ProviderChoice::Socket(path) => {
             WireClient::connect_unix(path, WireOptions::default()).await
         }
+        ProviderChoice::Image { reference, .. } => {
+            let id = super::image::local_id(reference)?;
+            WireClient::spawn(super::image::command(&id), WireOptions::default()).await
+        }
         ProviderChoice::Enrolled { id, registry } => {
             let (served, _) = super::enrolled::lookup(id, registry)?;
             return Box::pin(wire(&served)).await;
@@ -218,6 +226,7 @@ fn describe(choice: &ProviderChoice) -> String {
         ProviderChoice::Socket(path) => format!("--provider-socket {}", path.display()),
         ProviderChoice::Builtin(which) => format!("--provider {which:?}"),
         ProviderChoice::Enrolled { id, .. } => format!("--provider {id}"),
+        ProviderChoice::Image { reference, .. } => format!("--provider-image {reference}"),
     }
 }
 

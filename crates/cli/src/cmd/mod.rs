@@ -16,6 +16,7 @@ pub mod enrolled;
 pub mod fail;
 pub mod faults;
 pub mod fixture;
+pub mod image;
 pub mod init;
 pub mod keygen;
 pub mod out;
@@ -78,6 +79,9 @@ pub struct ProviderFlags {
     /// Connect to a provider served over the wire protocol on the Unix socket at PATH.
     #[arg(long = "provider-socket", value_name = "PATH")]
     pub provider_socket: Option<PathBuf>,
+    /// Start a provider shipped as a local OCI image NAME@sha256:<hex> (never pulled), the wire on its stdio.
+    #[arg(long = "provider-image", value_name = "NAME@sha256:HEX")]
+    pub provider_image: Option<String>,
 }
 
 /// The provider [`ProviderFlags`] name, checked.
@@ -94,6 +98,13 @@ pub enum ProviderChoice {
     },
     /// A provider served on a Unix socket.
     Socket(PathBuf),
+    /// A provider shipped as a local OCI image pinned by digest.
+    Image {
+        /// `NAME@sha256:<hex>` as given.
+        reference: String,
+        /// The 64 hex digits of the digest.
+        hex: String,
+    },
     /// A provider enrolled under `id` in the registry at `registry`.
     Enrolled {
         /// The enrolled id.
@@ -120,6 +131,12 @@ pub enum ProviderUsageError {
         /// The line.
         line: String,
     },
+    /// A `--provider-image` reference not pinned by a digest.
+    #[error("--provider-image: expected NAME@sha256:<64 lowercase hex>, actual {reference:?}")]
+    Unpinned {
+        /// The reference.
+        reference: String,
+    },
     /// A `--provider-cmd` line with no words.
     #[error("--provider-cmd: expected a command and its arguments, actual {line:?}")]
     Empty {
@@ -139,6 +156,7 @@ impl ProviderFlags {
             ("provider", self.provider.is_some()),
             ("provider-cmd", self.provider_cmd.is_some()),
             ("provider-socket", self.provider_socket.is_some()),
+            ("provider-image", self.provider_image.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
@@ -155,6 +173,15 @@ impl ProviderFlags {
             return Ok(ProviderChoice::Command {
                 line: line.clone(),
                 argv,
+            });
+        }
+        if let Some(reference) = &self.provider_image {
+            let hex = image::pinned_hex(reference).ok_or_else(|| ProviderUsageError::Unpinned {
+                reference: reference.clone(),
+            })?;
+            return Ok(ProviderChoice::Image {
+                hex: hex.to_owned(),
+                reference: reference.clone(),
             });
         }
         if let Some(path) = &self.provider_socket {

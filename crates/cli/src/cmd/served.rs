@@ -18,6 +18,9 @@ pub struct ServedFlags {
     /// Connect to a provider served on the Unix socket at PATH.
     #[arg(long = "provider-socket", value_name = "PATH")]
     pub provider_socket: Option<PathBuf>,
+    /// Start a provider shipped as a local OCI image NAME@sha256:<hex> (never pulled).
+    #[arg(long = "provider-image", value_name = "NAME@sha256:HEX")]
+    pub provider_image: Option<String>,
 }
 
 impl ServedFlags {
@@ -28,14 +31,18 @@ impl ServedFlags {
     /// A usage failure for none or both, or a command line that does not
     /// split into at least one word.
     pub fn choice(&self) -> Result<ProviderChoice, Failure> {
-        if self.provider_cmd.is_none() && self.provider_socket.is_none() {
+        if self.provider_cmd.is_none()
+            && self.provider_socket.is_none()
+            && self.provider_image.is_none()
+        {
             return Err(Failure::usage(
-                "expected --provider-cmd or --provider-socket naming the provider, actual neither",
+                "expected --provider-cmd, --provider-socket or --provider-image naming the provider, actual none",
             ));
         }
         super::ProviderFlags {
             provider_cmd: self.provider_cmd.clone(),
             provider_socket: self.provider_socket.clone(),
+            provider_image: self.provider_image.clone(),
             ..Default::default()
         }
         .choice()
@@ -58,6 +65,7 @@ pub fn code(choice: &ProviderChoice) -> Result<Code, Failure> {
             Ok(Code::Executable(hex))
         }
         ProviderChoice::Socket(_) => Ok(Code::Socket),
+        ProviderChoice::Image { hex, .. } => Ok(Code::Image(hex.clone())),
         _ => Err(Failure::usage(
             "expected --provider-cmd or --provider-socket",
         )),

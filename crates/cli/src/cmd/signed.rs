@@ -48,6 +48,7 @@ pub fn code_for(choice: &ProviderChoice, evidence: &Evidence) -> Result<Code, Fa
     match choice {
         ProviderChoice::Builtin(_) => builtin_code(),
         ProviderChoice::Socket(_) => Ok(Code::Socket),
+        ProviderChoice::Image { hex, .. } => Ok(Code::Image(hex.clone())),
         // An enrolled provider reached over a socket has no command.
         ProviderChoice::Enrolled { .. } if evidence.provider_command.is_none() => Ok(Code::Socket),
         ProviderChoice::Command { .. } | ProviderChoice::Enrolled { .. } => evidence
