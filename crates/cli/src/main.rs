@@ -79,6 +79,18 @@ enum SandboxCommand {
     Schema(cmd::schema::SchemaArgs),
     /// Serve a provider over the wire protocol on stdio or a Unix socket.
     Serve(cmd::serve::ServeArgs),
+    /// Scaffold a provider project (wire loop, typed refusals, minimal envelope) to start from.
+    Init(cmd::init::InitArgs),
+    /// Generate an ed25519 key pair for signing conformance evidence.
+    Keygen(cmd::keygen::KeygenArgs),
+    /// Verify signed evidence against the provider it must be about.
+    Verify(cmd::verify::VerifyArgs),
+    /// Enroll a provider whose signed evidence verifies, under a ceiling.
+    Add(cmd::enroll::AddArgs),
+    /// List enrolled providers.
+    List(cmd::enroll::ListArgs),
+    /// Remove an enrolled provider.
+    Remove(cmd::enroll::RemoveArgs),
 }
 
 /// Tracing to stderr under `RUST_LOG`; off when it is unset or malformed, so
@@ -104,6 +116,12 @@ fn main() -> ExitCode {
         Top::Sandbox(SandboxCommand::Faults(args)) => cmd::faults::run(args),
         Top::Sandbox(SandboxCommand::Schema(args)) => cmd::schema::run(args),
         Top::Sandbox(SandboxCommand::Serve(args)) => cmd::serve::run(args),
+        Top::Sandbox(SandboxCommand::Init(args)) => cmd::init::run(args),
+        Top::Sandbox(SandboxCommand::Keygen(args)) => cmd::keygen::run(args),
+        Top::Sandbox(SandboxCommand::Verify(args)) => cmd::verify::run(args),
+        Top::Sandbox(SandboxCommand::Add(args)) => cmd::enroll::add(args),
+        Top::Sandbox(SandboxCommand::List(args)) => cmd::enroll::list(args),
+        Top::Sandbox(SandboxCommand::Remove(args)) => cmd::enroll::remove(args),
         Top::Completions { shell } => {
             let shell = match shell {
                 CompletionShell::Bash => clap_complete::Shell::Bash,

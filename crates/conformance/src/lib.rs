@@ -20,8 +20,10 @@ pub mod scratch;
 pub mod suite;
 pub mod target;
 
-pub use evidence::{CaseFailure, CaseRecord, Evidence, Outcome, Summary, SUITE_REVISION};
+pub use evidence::{
+    CaseFailure, CaseRecord, Evidence, Outcome, ProviderCommand, Summary, SUITE_REVISION,
+};
 pub use junit::junit_xml;
-pub use suite::{run_suite, Progress, SuiteError, SuiteOptions};
+pub use suite::{envelope_sha256, run_suite, Progress, SuiteError, SuiteOptions};
 pub use target::{ConformanceTarget, Listener, LiveObjects, TargetError};
 pub use token::{case, missing, CaseInfo, Token, UnbackedToken, CASES};

@@ -144,13 +144,24 @@ pub async fn run_suite(
         provider: provider.provider_id().to_owned(),
         provider_revision: envelope.provider_revision.clone(),
         materialization_revision: envelope.materialization_revision.clone(),
+        envelope_sha256: envelope_sha256(&envelope),
         envelope,
+        provider_command: None,
         declared_tokens: declared.into_iter().collect(),
         injected_faults: options.injected_faults.clone(),
         started_at,
         cases: records,
         summary,
     })
+}
+
+/// `sha256:<hex>` of the canonical JSON of `envelope`'s wire form
+/// ([`crate::evidence::canonical_json`]).
+pub fn envelope_sha256(envelope: &checkfu_sandbox_contract::SandboxProviderCapabilities) -> String {
+    use sha2::Digest;
+    let value = serde_json::to_value(envelope).unwrap_or_default();
+    let digest = sha2::Sha256::digest(crate::evidence::canonical_json(&value).as_bytes());
+    format!("sha256:{}", hex::encode(digest))
 }
 
 async fn run_one(

@@ -3,7 +3,9 @@
 //!
 //! [`generate`] produces every file of the kit — `README.md`,
 //! `schema/<Type>.json` (JSON Schema 2020-12 of each boundary type, plus
-//! `schema/vector.schema.json`) and `vectors/{valid,invalid}/<name>.json`
+//! `schema/vector.schema.json`), `protocol/<Message>.json` (JSON Schema of
+//! each wire-protocol-only message shape, from
+//! `checkfu_sandbox_wire::message_schemas`, `PROTOCOL.md`) and `vectors/{valid,invalid}/<name>.json`
 //! (golden vectors) — deterministically, as pretty JSON with sorted keys and
 //! a trailing newline. [`check`] compares a directory with it and [`write()`]
 //! regenerates one. [`evaluate`] runs the check a vector names and
@@ -135,6 +137,12 @@ pub fn generate() -> Vec<KitFile> {
             contents: render(&schema),
         });
     }
+    for (name, schema) in checkfu_sandbox_wire::message_schemas() {
+        files.push(KitFile {
+            path: format!("protocol/{name}.json"),
+            contents: render(&schema),
+        });
+    }
     for vector in vectors::all() {
         let dir = if vector.valid { "valid" } else { "invalid" };
         files.push(KitFile {
@@ -167,7 +175,7 @@ fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result
 ///
 /// # Errors
 /// Every drifted file, sorted by path: a generated file absent from `dir`
-/// (`Missing`), a `.json` file under `schema/` or `vectors/` the kit does
+/// (`Missing`), a `.json` file under `protocol/`, `schema/` or `vectors/` the kit does
 /// not generate (`Extra`), or one
 /// whose bytes differ (`Differs`). An unreadable `dir` reports every file
 /// as missing.
@@ -209,7 +217,7 @@ pub fn check(dir: &Path) -> Result<(), Vec<KitDrift>> {
 
 /// The subdirectories the kit owns: stale `.json` files under them are
 /// removed by [`write`] and reported by [`check`].
-const OWNED_DIRS: [&str; 2] = ["schema/", "vectors/"];
+const OWNED_DIRS: [&str; 3] = ["protocol/", "schema/", "vectors/"];
 
 /// The file whose presence marks a directory as an author kit.
 const KIT_MARKER: &str = "schema/vector.schema.json";
@@ -219,7 +227,7 @@ fn kit_owned(path: &str) -> bool {
 }
 
 /// Writes the generated kit into `dir` (created when absent) and removes
-/// stale `.json` files under its `schema/` and `vectors/`, so that
+/// stale `.json` files under its `protocol/`, `schema/` and `vectors/`, so that
 /// afterwards [`check`] passes. Nothing else in `dir` is touched.
 ///
 /// # Errors

@@ -249,4 +249,10 @@ impl SandboxProvider for WireLoopback {
     fn begin_active_write(&self) -> Option<&dyn ActiveWriteMember> {
         self.0.begin_active_write()
     }
+    fn resolve_image(&self) -> Option<&dyn ResolveImageMember> {
+        self.0.resolve_image()
+    }
+    fn cleanup_inventory(&self) -> Option<&dyn CleanupInventoryMember> {
+        self.0.cleanup_inventory()
+    }
 }

@@ -15,6 +15,7 @@
 
 pub mod adapter;
 pub mod admission;
+pub mod ceiling;
 mod checks;
 pub mod drivers;
 mod extensions;
@@ -27,6 +28,7 @@ pub mod select;
 pub mod staging;
 
 pub use adapter::{Adapter, RecordState};
+pub use ceiling::{Ceiling, Cut, Enrollment};
 pub use process::{Process, ProcessHandle};
 pub use runtime::SandboxRuntime;
 pub use select::Requirements;

@@ -6,10 +6,12 @@ use std::time::Duration;
 use checkfu_sandbox_contract::bounds::ROLLBACK_TIMEOUT_SECONDS;
 use checkfu_sandbox_contract::wire::check_capabilities;
 use checkfu_sandbox_contract::{
-    Clock, SandboxError, SandboxFailure, SandboxProvider, SystemClock, UnmetAdapter,
+    Clock, SandboxError, SandboxFailure, SandboxProvider, SandboxProviderCapabilities, SystemClock,
+    UnmetAdapter,
 };
 
 use crate::adapter::Adapter;
+use crate::ceiling::{drift, intersect, Ceiling, Cut, Enrollment, DRIFT_OPERATION};
 use crate::select::{check_mount_plan, unmet, Requirements};
 
 /// The Runner's sandbox runtime: the only way the rest of the system talks
@@ -73,6 +75,72 @@ impl SandboxRuntime {
         });
         self.adapters.push(Registered { provider, adapter });
         self
+    }
+
+    /// Registers an enrolled provider under its enrollment `ceiling`: the
+    /// live envelope must equal the `enrolled` one (the envelope its
+    /// evidence was signed over), and the adapter then checks and selects
+    /// against declared ∩ ceiling ([`crate::ceiling::intersect`]). Returns
+    /// every claim the ceiling cut down.
+    ///
+    /// # Errors
+    /// Nothing is registered when:
+    /// - the live envelope breaks a cross-field rule (its decode error);
+    /// - it differs from the enrolled one: `SandboxProtocolInvalid{operation:
+    ///   enrolled_envelope, field, expected: enrolled value, actual: live
+    ///   value}` naming the first differing field (every difference is listed
+    ///   in `field`, comma-separated, when there are several);
+    /// - a claim cannot be cut down (see [`crate::ceiling::intersect`]).
+    pub fn register_enrolled(
+        &mut self,
+        provider: Arc<dyn SandboxProvider>,
+        enrolled: &SandboxProviderCapabilities,
+        ceiling: &Ceiling,
+    ) -> Result<Vec<Cut>, SandboxError> {
+        let live = provider.capabilities();
+        check_capabilities(&live)?;
+        let drifted = drift(enrolled, &live);
+        if let Some((_, expected, actual)) = drifted.first() {
+            let fields: Vec<&str> = drifted.iter().map(|(f, _, _)| f.as_str()).collect();
+            return Err(SandboxError::protocol(
+                DRIFT_OPERATION,
+                fields.join(", "),
+                expected.clone(),
+                actual.clone(),
+            ));
+        }
+        let (envelope, cuts) = intersect(&live, ceiling)?;
+        let adapter = Adapter::new(
+            provider.clone(),
+            envelope,
+            self.clock.clone(),
+            self.rollback_bound,
+        );
+        self.adapters.push(Registered {
+            provider,
+            adapter: Ok(adapter),
+        });
+        Ok(cuts)
+    }
+
+    /// Registers `provider` plainly ([`register`](Self::register)) or,
+    /// with an enrollment, under its ceiling
+    /// ([`register_enrolled`](Self::register_enrolled)).
+    ///
+    /// # Errors
+    /// Those of [`register_enrolled`](Self::register_enrolled).
+    pub fn register_as(
+        &mut self,
+        provider: Arc<dyn SandboxProvider>,
+        enrollment: Option<&Enrollment>,
+    ) -> Result<Vec<Cut>, SandboxError> {
+        match enrollment {
+            None => {
+                self.register(provider);
+                Ok(Vec::new())
+            }
+            Some(e) => self.register_enrolled(provider, &e.envelope, &e.ceiling),
+        }
     }
 
     /// The clock the runtime checks deadlines against.

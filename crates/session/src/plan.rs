@@ -62,6 +62,10 @@ pub struct RunPlan {
     /// [`DEFAULT_PIDS`](crate::DEFAULT_PIDS) on a provider that enforces a
     /// process limit.
     pub resources: Resources,
+    /// An enrolled provider's envelope and ceiling: the runtime registers
+    /// it under the ceiling and refuses a drifted live envelope. `None`
+    /// for a provider registered as it declares itself.
+    pub enrollment: Option<checkfu_sandbox_runtime::Enrollment>,
 }
 
 fn refuse(field: &str, expected: impl Into<String>, actual: impl Into<String>) -> SessionError {

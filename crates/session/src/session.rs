@@ -255,7 +255,9 @@ async fn flow(
 ) -> Result<RunOutcome, SessionError> {
     let mut runtime = SandboxRuntime::new(clock);
     let provider_id = provider.provider_id().to_owned();
-    runtime.register(provider);
+    runtime
+        .register_as(provider, plan.enrollment.as_ref())
+        .map_err(SandboxFailure::from)?;
     // The registered adapter pins the image and tells whether a process
     // limit is enforced; selection then proves it meets the run's needs.
     let registered = runtime.adapter(&provider_id)?;

@@ -33,6 +33,7 @@ fn plan(command: &[&str]) -> RunPlan {
         durable: false,
         prompt: None,
         resources: Resources::default(),
+        enrollment: None,
     }
 }
 

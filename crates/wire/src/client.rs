@@ -1041,6 +1041,27 @@ impl SandboxProvider for WireClient {
         self.has(OptionalMember::BeginActiveWrite)
             .then_some(self as _)
     }
+
+    fn resolve_image(&self) -> Option<&dyn ResolveImageMember> {
+        self.has(OptionalMember::ResolveImage).then_some(self as _)
+    }
+}
+
+#[async_trait]
+impl ResolveImageMember for WireClient {
+    async fn resolve_image(&self, reference: &str) -> Result<String, SandboxError> {
+        let pinned: ImageReferenceParams = self
+            .call(
+                op::RESOLVE_IMAGE,
+                method::RESOLVE_IMAGE,
+                "image_reference",
+                &ImageReferenceParams {
+                    reference: reference.to_owned(),
+                },
+            )
+            .await?;
+        Ok(pinned.reference)
+    }
 }
 
 impl WireClient {

@@ -15,6 +15,36 @@ use crate::client::WireClient;
 use crate::protocol::*;
 use crate::server::ConformanceHooks;
 
+/// Every `conformance/*` hook a served provider offers for
+/// [`WireTarget`], in `PROTOCOL.md`'s order.
+pub const CONFORMANCE_HOOKS: [&str; 6] = [
+    method::CONFORMANCE_DESCRIBE,
+    method::CONFORMANCE_START_LISTENER,
+    method::CONFORMANCE_CONTROL_PROBE,
+    method::CONFORMANCE_STOP_LISTENER,
+    method::CONFORMANCE_LIVE_OBJECTS,
+    method::CONFORMANCE_CLOSE,
+];
+
+/// Why a served provider cannot be a conformance target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireTargetError {
+    /// The served side does not serve these hooks: its `initialize` answer
+    /// says `conformance: false` (then all of [`CONFORMANCE_HOOKS`] are
+    /// missing), or `conformance/describe` is an unknown method.
+    #[error(
+        "the served provider does not serve the conformance hooks the suite needs; missing: {}",
+        .missing.join(", ")
+    )]
+    HooksMissing {
+        /// The missing hook methods.
+        missing: Vec<&'static str>,
+    },
+    /// `conformance/describe` failed or its answer does not decode.
+    #[error("{0}")]
+    Describe(String),
+}
+
 /// A served provider under test, reached through its `conformance/*` hooks.
 pub struct WireTarget {
     client: WireClient,
@@ -27,17 +57,30 @@ impl WireTarget {
     /// Asks the served side to describe itself.
     ///
     /// # Errors
-    /// A message when the server does not serve the hooks or its answer
-    /// does not decode.
-    pub async fn new(client: WireClient) -> Result<Self, String> {
+    /// [`WireTargetError::HooksMissing`] naming the hooks the server does
+    /// not serve; [`WireTargetError::Describe`] when its description fails
+    /// or does not decode.
+    pub async fn new(client: WireClient) -> Result<Self, WireTargetError> {
         if !client.serves_conformance() {
-            return Err("the served provider does not serve the conformance/* hooks".into());
+            return Err(WireTargetError::HooksMissing {
+                missing: CONFORMANCE_HOOKS.to_vec(),
+            });
         }
         let describe: DescribeResult = client
             .hook(method::CONFORMANCE_DESCRIBE, &serde_json::Value::Null)
-            .await?;
-        let root_image = ImageReference::parse(&describe.root_image)
-            .map_err(|e| format!("conformance/describe: root_image: {e}"))?;
+            .await
+            .map_err(|e| {
+                if e.contains("code -32601") {
+                    WireTargetError::HooksMissing {
+                        missing: vec![method::CONFORMANCE_DESCRIBE],
+                    }
+                } else {
+                    WireTargetError::Describe(e)
+                }
+            })?;
+        let root_image = ImageReference::parse(&describe.root_image).map_err(|e| {
+            WireTargetError::Describe(format!("conformance/describe: root_image: {e}"))
+        })?;
         let clock: Arc<dyn Clock> = if describe.manual_clock {
             Arc::new(ManualClock::new(describe.clock_now))
         } else {
@@ -141,12 +184,16 @@ impl ConformanceTarget for WireTarget {
         })
     }
 
+    /// Asks the served side to release what its target holds
+    /// (`conformance/close`), then ends the connection: a child process
+    /// is killed and reaped.
     async fn close(&self) -> Result<(), TargetError> {
-        let _: serde_json::Value = self
+        let closed: Result<serde_json::Value, String> = self
             .client
             .hook(method::CONFORMANCE_CLOSE, &serde_json::Value::Null)
-            .await
-            .map_err(|e| TargetError::platform(method::CONFORMANCE_CLOSE, e))?;
+            .await;
+        self.client.close().await;
+        closed.map_err(|e| TargetError::platform(method::CONFORMANCE_CLOSE, e))?;
         Ok(())
     }
 }

@@ -93,6 +93,8 @@ pub mod method {
     pub const CLEANUP: &str = "sandbox/cleanup";
     /// openProcess (optional).
     pub const OPEN_PROCESS: &str = "sandbox/openProcess";
+    /// resolveImage (optional extension): pin an image reference.
+    pub const RESOLVE_IMAGE: &str = "sandbox/resolveImage";
     /// Run a handoff's rollback (request).
     pub const ROLLBACK: &str = "sandbox/rollback";
     /// The runner took ownership: drop the rollback unrun (notification).
@@ -393,6 +395,8 @@ pub enum OptionalMember {
     OpenProcess,
     /// beginActiveWrite.
     BeginActiveWrite,
+    /// resolveImage (extension).
+    ResolveImage,
 }
 
 /// The bounds a server states in `initialize`, in bytes.
@@ -476,6 +480,17 @@ pub struct HandoffResult<T> {
 pub struct HandleParams {
     /// A rollback handle from a [`HandoffResult`].
     pub handle: String,
+}
+
+/// `sandbox/resolveImage` params and result: an image reference, in the
+/// params as the runner was given it (`name[:tag]` or
+/// `name@sha256:<hex>`), in the result pinned (`name@sha256:<64 lowercase
+/// hex>`; the runtime checks it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImageReferenceParams {
+    /// The reference.
+    pub reference: String,
 }
 
 /// `$/cancel` params.
@@ -742,6 +757,7 @@ pub fn message_schemas() -> BTreeMap<&'static str, Value> {
         schema_of::<HandoffResult<ReleaseDisposition>>(),
     );
     out.insert("HandleParams", schema_of::<HandleParams>());
+    out.insert("ImageReferenceParams", schema_of::<ImageReferenceParams>());
     out.insert("CancelParams", schema_of::<CancelParams>());
     out.insert(
         "ActiveWriteDispatchedParams",
@@ -908,6 +924,12 @@ pub const METHODS: &[MethodSpec] = {
             Request,
             "SandboxProcessRequest",
             "OpenProcessResult",
+        ),
+        spec(
+            method::RESOLVE_IMAGE,
+            Request,
+            "ImageReferenceParams",
+            "ImageReferenceParams",
         ),
         spec(method::ROLLBACK, Request, "HandleParams", "null"),
         spec(method::PROCESS_SIGNAL, Request, "SignalParams", "null"),

@@ -452,6 +452,9 @@ fn initialize(session: &Session, params: &Value) -> Result<Value, RpcError> {
     if provider.begin_active_write().is_some() {
         members.push(OptionalMember::BeginActiveWrite);
     }
+    if provider.resolve_image().is_some() {
+        members.push(OptionalMember::ResolveImage);
+    }
     Ok(to_value(&InitializeResult {
         contract_revision: WIRE_REVISION.into(),
         wire_revision: WIRE_PROTOCOL_REVISION.into(),
@@ -534,6 +537,18 @@ async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, Rpc
         },
         method::BEGIN_ACTIVE_WRITE => match provider.begin_active_write() {
             Some(member) => value(member.begin_active_write(params(m, &p)?).await),
+            None => Err(absent(m)),
+        },
+        method::RESOLVE_IMAGE => match provider.resolve_image() {
+            Some(member) => {
+                let ImageReferenceParams { reference } = params(m, &p)?;
+                value(
+                    member
+                        .resolve_image(&reference)
+                        .await
+                        .map(|reference| ImageReferenceParams { reference }),
+                )
+            }
             None => Err(absent(m)),
         },
         method::OPEN_PROCESS => match provider.open_process() {

@@ -1,16 +1,23 @@
 //! The providers the CLI can talk to, built the same way for every command:
-//! the embedded memory oracle, or the local Docker daemon under the CLI's
-//! scope and state directory.
+//! the embedded memory oracle, the local Docker daemon under the CLI's
+//! scope and state directory, or a provider served over the wire protocol
+//! from a command (`--provider-cmd`) or a Unix socket (`--provider-socket`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use checkfu_sandbox_conformance::{ConformanceTarget, ProviderCommand};
 use checkfu_sandbox_contract::{Clock, FailureReason, SandboxError, SandboxProvider, SystemClock};
 use checkfu_sandbox_docker::{DockerConfig, DockerProvider};
-use checkfu_sandbox_memory::MemoryProvider;
+use checkfu_sandbox_memory::conformance::MemoryTarget;
+use checkfu_sandbox_memory::{Fault, MemoryProvider};
+use checkfu_sandbox_wire::conformance::WireTarget;
+use checkfu_sandbox_wire::{WireClient, WireOptions};
+
+use checkfu_sandbox_runtime::Enrollment;
 
 use super::fail::Failure;
-use super::ProviderArg;
+use super::{ProviderArg, ProviderChoice};
 
 /// The scope the CLI's Docker objects carry unless `CHECKFU_SCOPE` names
 /// another (`checkfu.sandbox.scope=cli`).
@@ -48,17 +55,42 @@ pub fn state_dir() -> PathBuf {
     home.join(".local/state/checkfu/sandbox")
 }
 
-/// Opens the provider `which` names: the memory oracle on the system
-/// clock, or the Docker daemon with the CLI's scope and state directory.
-/// The one place a provider is built; a new provider is one arm here.
+/// An opened provider and, when it is served over the wire, the
+/// connection to end when the command is done.
+pub struct Backend {
+    /// The provider (every call goes through the runtime).
+    pub provider: Arc<dyn SandboxProvider>,
+    wire: Option<WireClient>,
+    /// An enrolled provider's envelope and ceiling: register it with
+    /// `SandboxRuntime::register_as`.
+    pub enrollment: Option<Enrollment>,
+}
+
+impl Backend {
+    /// Ends a wire connection: a spawned provider process is killed and
+    /// reaped. Nothing for a built-in provider.
+    pub async fn close(&self) {
+        if let Some(client) = &self.wire {
+            client.close().await;
+        }
+    }
+}
+
+/// Opens the provider `choice` names: the memory oracle on the system
+/// clock, the Docker daemon with the CLI's scope and state directory, or a
+/// served provider ([`wire`]). The one place a provider is built; a new
+/// provider is one arm here.
 ///
 /// # Errors
 /// A 125 failure naming `connect` when the daemon does not answer, the
-/// scope is malformed or the state directory cannot be prepared.
-pub async fn open(which: ProviderArg) -> Result<Arc<dyn SandboxProvider>, Failure> {
-    Ok(match which {
-        ProviderArg::Memory => Arc::new(MemoryProvider::with_system_clock()),
-        ProviderArg::Docker => Arc::new(
+/// scope is malformed or the state directory cannot be prepared; those of
+/// [`wire`].
+pub async fn open(choice: &ProviderChoice) -> Result<Backend, Failure> {
+    let provider: Arc<dyn SandboxProvider> = match choice {
+        ProviderChoice::Builtin(ProviderArg::Memory) => {
+            Arc::new(MemoryProvider::with_system_clock())
+        }
+        ProviderChoice::Builtin(ProviderArg::Docker) => Arc::new(
             DockerProvider::connect(DockerConfig {
                 state_dir: state_dir(),
                 scope: scope(),
@@ -67,7 +99,213 @@ pub async fn open(which: ProviderArg) -> Result<Arc<dyn SandboxProvider>, Failur
             .await
             .map_err(|e| connect_failure(&e))?,
         ),
+        ProviderChoice::Command { .. }
+        | ProviderChoice::Socket(_)
+        | ProviderChoice::Image { .. } => {
+            let client = wire(choice).await?;
+            return Ok(Backend {
+                provider: Arc::new(client.clone()),
+                wire: Some(client),
+                enrollment: None,
+            });
+        }
+        ProviderChoice::Enrolled { id, registry } => {
+            let (served, enrollment) = super::enrolled::lookup(id, registry)?;
+            let client = super::enrolled::connect(id, &served, &enrollment).await?;
+            return Ok(Backend {
+                provider: Arc::new(client.clone()),
+                wire: Some(client),
+                enrollment: Some(enrollment),
+            });
+        }
+    };
+    Ok(Backend {
+        provider,
+        wire: None,
+        enrollment: None,
     })
+}
+
+/// The conformance target `choice` names: the memory oracle with `faults`
+/// injected, the Docker target (fixture built from `busybox`), or a
+/// served provider's `conformance/*` hooks ([`WireTarget`]).
+///
+/// # Errors
+/// 2 when `faults` are given for another provider than the embedded
+/// memory oracle; 125 when the target cannot be opened, naming the hooks a
+/// served provider does not serve.
+pub async fn target(
+    choice: &ProviderChoice,
+    busybox: &Path,
+    faults: Vec<Fault>,
+) -> Result<Arc<dyn ConformanceTarget>, Failure> {
+    injectable(choice, &faults)?;
+    match choice {
+        ProviderChoice::Enrolled { id, registry } => {
+            // The suite tests what the provider claims, not its ceiling.
+            let (served, _) = super::enrolled::lookup(id, registry)?;
+            Box::pin(target(&served, busybox, faults)).await
+        }
+        ProviderChoice::Builtin(ProviderArg::Memory) => {
+            Ok(Arc::new(MemoryTarget::with_faults(faults)))
+        }
+        ProviderChoice::Builtin(ProviderArg::Docker) => super::docker_target(busybox)
+            .await
+            .map_err(|m| Failure::checkfu(format!("docker: {m}"))),
+        ProviderChoice::Command { .. }
+        | ProviderChoice::Socket(_)
+        | ProviderChoice::Image { .. } => {
+            let client = wire(choice).await?;
+            match WireTarget::new(client.clone()).await {
+                Ok(t) => Ok(Arc::new(t)),
+                Err(e) => {
+                    client.close().await;
+                    Err(Failure::checkfu(format!("{}: {e}", describe(choice))))
+                }
+            }
+        }
+    }
+}
+
+/// Whether `faults` can be injected into the provider `choice` names:
+/// only into the embedded memory oracle.
+///
+/// # Errors
+/// A usage failure (2) naming the way to inject into a served oracle.
+pub fn injectable(choice: &ProviderChoice, faults: &[Fault]) -> Result<(), Failure> {
+    if !faults.is_empty() && *choice != ProviderChoice::Builtin(ProviderArg::Memory) {
+        return Err(Failure::usage(
+            "--inject applies to the embedded memory oracle only; to inject into a served \
+oracle, pass it to the served side (--provider-cmd 'checkfu sandbox serve --inject FAULT')",
+        ));
+    }
+    Ok(())
+}
+
+/// Connects to a served provider: spawns the `--provider-cmd` command
+/// (its executable resolved through `PATH` first, see [`resolve`]; in its
+/// own process group, so that a terminal's SIGINT reaches checkfu only and
+/// checkfu ends the child) or connects to the `--provider-socket` socket,
+/// and initializes.
+///
+/// # Errors
+/// 125 naming the command or socket and what failed (not found, could not
+/// start, refused `initialize`). A built-in choice is a 125 too (no wire).
+pub async fn wire(choice: &ProviderChoice) -> Result<WireClient, Failure> {
+    let opened = match choice {
+        ProviderChoice::Command { argv, .. } => {
+            let executable = resolve(&argv[0])?;
+            let mut command = tokio::process::Command::new(&executable);
+            command.arg0(&argv[0]).args(&argv[1..]).process_group(0);
+            WireClient::spawn(command, WireOptions::default()).await
+        }
+        ProviderChoice::Socket(path) => {
+            WireClient::connect_unix(path, WireOptions::default()).await
+        }
+        ProviderChoice::Image { reference, .. } => {
+            let id = super::image::local_id(reference)?;
+            WireClient::spawn(super::image::command(&id), WireOptions::default()).await
+        }
+        ProviderChoice::Enrolled { id, registry } => {
+            let (served, _) = super::enrolled::lookup(id, registry)?;
+            return Box::pin(wire(&served)).await;
+        }
+        ProviderChoice::Builtin(which) => {
+            return Err(Failure::checkfu(format!(
+                "the {which:?} provider is built in; it is not served over the wire"
+            )))
+        }
+    };
+    opened.map_err(|e| Failure::checkfu(format!("{}: {}: {e}", describe(choice), e.tag())))
+}
+
+/// `--provider-cmd '<line>'` or `--provider-socket <path>`, for messages.
+fn describe(choice: &ProviderChoice) -> String {
+    match choice {
+        ProviderChoice::Command { line, .. } => format!("--provider-cmd {line:?}"),
+        ProviderChoice::Socket(path) => format!("--provider-socket {}", path.display()),
+        ProviderChoice::Builtin(which) => format!("--provider {which:?}"),
+        ProviderChoice::Enrolled { id, .. } => format!("--provider {id}"),
+        ProviderChoice::Image { reference, .. } => format!("--provider-image {reference}"),
+    }
+}
+
+/// The executable `name` runs as: `name` itself when it contains a `/`,
+/// else the first executable regular file `DIR/name` for DIR in `PATH`
+/// (an empty entry is the working directory), as `execvp` looks it up.
+///
+/// # Errors
+/// 125 naming `name` and `PATH` when nothing is found.
+pub fn resolve(name: &str) -> Result<PathBuf, Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        return if runnable(Path::new(name)) {
+            Ok(PathBuf::from(name))
+        } else {
+            Err(Failure::checkfu(format!(
+                "--provider-cmd: expected an executable file at {name:?}, actual none"
+            )))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let candidate = dir.join(name);
+        if runnable(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    Err(Failure::checkfu(format!(
+        "--provider-cmd: expected an executable {name:?} in PATH, actual none in {:?}",
+        path.to_string_lossy()
+    )))
+}
+
+/// What the evidence records of a `--provider-cmd` provider: its words,
+/// the executable they resolve to and that file's SHA-256
+/// (`sha256:<hex>`). `None` for any other choice.
+///
+/// # Errors
+/// 125 when the executable cannot be found or read.
+pub fn provider_command(choice: &ProviderChoice) -> Result<Option<ProviderCommand>, Failure> {
+    if let ProviderChoice::Enrolled { id, registry } = choice {
+        let (served, _) = super::enrolled::lookup(id, registry)?;
+        return provider_command(&served);
+    }
+    let ProviderChoice::Command { argv, .. } = choice else {
+        return Ok(None);
+    };
+    let executable = resolve(&argv[0])?;
+    let digest = file_sha256(&executable).map_err(|e| {
+        Failure::checkfu(format!(
+            "--provider-cmd: reading {} for its digest: {e}",
+            executable.display()
+        ))
+    })?;
+    Ok(Some(ProviderCommand {
+        argv: argv.clone(),
+        executable: executable.to_string_lossy().into_owned(),
+        executable_sha256: digest,
+    }))
+}
+
+/// `sha256:<64 lowercase hex>` of the file at `path`.
+///
+/// # Errors
+/// The I/O error of opening or reading it.
+pub fn file_sha256(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    let mut file = std::fs::File::open(path)?;
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(format!("sha256:{}", hex::encode(hasher.finalize())))
 }
 
 /// The clock instances are stamped with.

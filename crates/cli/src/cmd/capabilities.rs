@@ -7,7 +7,7 @@ use checkfu_sandbox_conformance::token::UnbackedToken;
 use checkfu_sandbox_conformance::Token;
 use checkfu_sandbox_contract::wire::{decode_capabilities, encode};
 use checkfu_sandbox_contract::{SandboxFailure, SandboxProviderCapabilities};
-use checkfu_sandbox_runtime::SandboxRuntime;
+use checkfu_sandbox_runtime::{Enrollment, SandboxRuntime};
 use serde_json::{json, Value};
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use checkfu_sandbox_contract::SandboxProvider;
 
 use super::fail::Failure;
-use super::ProviderArg;
+use super::ProviderFlags;
 
 /// Flags of `checkfu sandbox capabilities`.
 #[derive(Debug, clap::Args)]
@@ -33,8 +33,8 @@ stdout was closed early (as a SIGPIPE death)."
 )]
 pub struct CapabilitiesArgs {
     /// Provider to describe.
-    #[arg(long, value_enum, default_value_t = ProviderArg::Memory)]
-    pub provider: ProviderArg,
+    #[command(flatten)]
+    pub provider: ProviderFlags,
     /// Print JSON: {"provider", "capabilities", "tokens": [{"token", "backed", "needs"}]}.
     #[arg(long)]
     pub json: bool,
@@ -47,10 +47,11 @@ pub struct CapabilitiesArgs {
 /// The decode error or the runtime's refusal of the envelope.
 pub fn decoded_envelope(
     provider: Arc<dyn SandboxProvider>,
+    enrollment: Option<&Enrollment>,
 ) -> Result<SandboxProviderCapabilities, SandboxFailure> {
     let mut runtime = SandboxRuntime::default();
     let id = provider.provider_id().to_owned();
-    runtime.register(provider);
+    runtime.register_as(provider, enrollment)?;
     let adapter = runtime.adapter(&id)?;
     Ok(decode_capabilities(&encode(adapter.envelope()))?)
 }
@@ -114,13 +115,21 @@ pub fn run(args: CapabilitiesArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    let choice = match args.provider.choice() {
+        Ok(c) => c,
+        Err(e) => return Failure::usage(e.to_string()).report(),
+    };
     runtime.block_on(async move {
-        let provider = match super::backend::open(args.provider).await {
-            Ok(p) => p,
-            Err(f) => return f.report(),
+        let opened = super::until_stopped(super::backend::open(&choice)).await;
+        let backend = match opened {
+            Ok(Ok(b)) => b,
+            Ok(Err(f)) => return f.report(),
+            Err(code) => return code,
         };
-        let id = provider.provider_id().to_owned();
-        let envelope = match decoded_envelope(provider) {
+        let id = backend.provider.provider_id().to_owned();
+        let decoded = decoded_envelope(backend.provider.clone(), backend.enrollment.as_ref());
+        backend.close().await;
+        let envelope = match decoded {
             Ok(e) => e,
             Err(f) => return Failure::sandbox(&f).report(),
         };

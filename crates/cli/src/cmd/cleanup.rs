@@ -7,7 +7,7 @@ use checkfu_sandbox_runtime::SandboxRuntime;
 
 use super::fail::Failure;
 use super::out::StdoutGone;
-use super::ProviderArg;
+use super::ProviderFlags;
 
 /// Flags of `checkfu sandbox cleanup`.
 #[derive(Debug, clap::Args)]
@@ -33,8 +33,8 @@ closed early (as a SIGPIPE death)."
 )]
 pub struct CleanupArgs {
     /// Provider to sweep.
-    #[arg(long, value_enum, default_value_t = ProviderArg::Memory)]
-    pub provider: ProviderArg,
+    #[command(flatten)]
+    pub provider: ProviderFlags,
     /// Orphan age: N followed by s, m, h or d (e.g. 30m, 2h, 1d, 1h30m).
     #[arg(long = "older-than", value_name = "DURATION", default_value = "1h", value_parser = parse_duration_seconds)]
     pub older_than: i64,
@@ -88,21 +88,44 @@ pub fn run(args: CleanupArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    let choice = match args.provider.choice() {
+        Ok(c) => c,
+        Err(e) => return Failure::usage(e.to_string()).report(),
+    };
     runtime.block_on(async move {
-        match sweep(&args).await {
-            Ok(Ok(())) => ExitCode::SUCCESS,
-            Ok(Err(gone)) => gone.exit(),
-            Err(f) => f.report(),
+        let opened = super::until_stopped(super::backend::open(&choice)).await;
+        let backend = match opened {
+            Ok(Ok(b)) => b,
+            Ok(Err(f)) => return f.report(),
+            Err(code) => return code,
+        };
+        let swept = super::until_stopped(sweep(
+            &args,
+            backend.provider.clone(),
+            backend.enrollment.as_ref(),
+        ))
+        .await;
+        backend.close().await;
+        match swept {
+            Ok(Ok(Ok(()))) => ExitCode::SUCCESS,
+            Ok(Ok(Err(gone))) => gone.exit(),
+            Ok(Err(f)) => f.report(),
+            Err(code) => code,
         }
     })
 }
 
 /// Sweeps (or lists) and prints; the inner result is stdout's.
-async fn sweep(args: &CleanupArgs) -> Result<Result<(), StdoutGone>, Failure> {
-    let provider = super::backend::open(args.provider).await?;
+async fn sweep(
+    args: &CleanupArgs,
+    provider: std::sync::Arc<dyn checkfu_sandbox_contract::SandboxProvider>,
+    enrollment: Option<&checkfu_sandbox_runtime::Enrollment>,
+) -> Result<Result<(), StdoutGone>, Failure> {
     let provider_id = provider.provider_id().to_owned();
     let mut runtime = SandboxRuntime::new(super::backend::clock());
-    runtime.register(provider);
+    runtime
+        .register_as(provider, enrollment)
+        .map_err(|e| Failure::sandbox(&e.into()))?;
     let adapter = runtime.adapter(&provider_id)?;
     let now = runtime.clock().now();
     let orphaned_before = now.add_seconds(-args.older_than);

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::fail::Failure;
 use super::run_events::Printer;
 use super::run_flags::{parse_bytes, parse_cpu_millis, parse_env, parse_git, parse_mount};
-use super::{ProviderArg, Stop};
+use super::{ProviderChoice, ProviderFlags, Stop};
 
 /// Exit status when the workload ran but its output copy is incomplete.
 pub const EXIT_OUTPUTS_INCOMPLETE: u8 = super::fail::EXIT_CHECKFU;
@@ -54,8 +54,8 @@ destroyed first); 141 when stdout was closed by its reader (the run still finish
 and releases the instance).")]
 pub struct RunArgs {
     /// Provider to run on.
-    #[arg(long, value_enum, default_value_t = ProviderArg::Memory)]
-    pub provider: ProviderArg,
+    #[command(flatten)]
+    pub provider: ProviderFlags,
     /// Root image: `name@sha256:<hex>`, or `name[:tag]` (resolved to its digest first).
     #[arg(long, value_name = "REF")]
     pub image: String,
@@ -157,6 +157,7 @@ pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
             pids: args.pids,
             disk_bytes: None,
         },
+        enrollment: None,
     };
     plan.check()?;
     if let Some(path) = &args.prompt {
@@ -188,7 +189,10 @@ fn watch_signals(
 
 /// Runs the command.
 pub fn run(args: RunArgs) -> ExitCode {
-    let provider_arg = args.provider;
+    let choice = match args.provider.choice() {
+        Ok(c) => c,
+        Err(e) => return Failure::usage(e.to_string()).report(),
+    };
     let plan = match plan(args) {
         Ok(p) => p,
         Err(f) => return f.report(),
@@ -197,10 +201,10 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    ExitCode::from(runtime.block_on(session(provider_arg, plan)))
+    ExitCode::from(runtime.block_on(session(choice, plan)))
 }
 
-async fn session(which: ProviderArg, plan: RunPlan) -> u8 {
+async fn session(choice: ProviderChoice, plan: RunPlan) -> u8 {
     let cancel = CancellationToken::new();
     // Signal handlers first, so that no signal between provision and
     // tracking goes unobserved.
@@ -217,8 +221,8 @@ async fn session(which: ProviderArg, plan: RunPlan) -> u8 {
             _ => super::EXIT_SIGINT,
         }
     };
-    let provider = tokio::select! {
-        p = super::backend::open(which) => match p {
+    let backend = tokio::select! {
+        p = super::backend::open(&choice) => match p {
             Ok(p) => p,
             Err(f) => {
                 f.report();
@@ -231,14 +235,19 @@ async fn session(which: ProviderArg, plan: RunPlan) -> u8 {
         }
     };
     let printer = Printer;
+    let mut plan = plan;
+    plan.enrollment = backend.enrollment.clone();
     let result = checkfu_sandbox_session::run(
-        provider,
+        backend.provider.clone(),
         super::backend::clock(),
         &plan,
         &printer,
         cancel.clone(),
     )
     .await;
+    // Every way out: the instance is gone; a served provider's process is
+    // ended and reaped.
+    backend.close().await;
     if !cancel.is_cancelled() {
         cancel.cancel();
     }

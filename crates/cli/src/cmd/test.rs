@@ -7,10 +7,9 @@ use std::sync::Arc;
 
 use checkfu_sandbox_conformance::evidence::detail;
 use checkfu_sandbox_conformance::{run_suite, ConformanceTarget, Progress, SuiteOptions};
-use checkfu_sandbox_memory::conformance::MemoryTarget;
 use checkfu_sandbox_memory::Fault;
 
-use super::ProviderArg;
+use super::ProviderFlags;
 
 /// Flags of `checkfu sandbox test`.
 #[derive(Debug, clap::Args)]
@@ -19,6 +18,12 @@ use super::ProviderArg;
   checkfu sandbox test --provider docker --junit report.xml
   checkfu sandbox test --case stage-seal-execute --json -
   checkfu sandbox test --inject clone-reuses-source-id  # prove the suite can fail
+  checkfu sandbox test --provider-cmd './my-provider --flag' --json evidence.json
+  checkfu sandbox test --provider-cmd 'checkfu sandbox serve --inject identity-session-id'
+
+A served provider (--provider-cmd, --provider-socket) is tested through its conformance/*
+hooks (author-kit/PROTOCOL.md); the evidence names the command, the SHA-256 of its executable
+and the digest of its envelope.
 
 The --json and --junit files are created before any case runs (an unwritable path fails at
 once) and removed again when the suite does not complete. SIGINT or SIGTERM stops the suite
@@ -30,8 +35,8 @@ suite could not start or evidence could not be written; 130/143 after SIGINT/SIG
 stdout was closed early.")]
 pub struct TestArgs {
     /// Provider under test.
-    #[arg(long, value_enum, default_value_t = ProviderArg::Memory)]
-    pub provider: ProviderArg,
+    #[command(flatten)]
+    pub provider: ProviderFlags,
     /// Run only this case (repeatable); default all nine.
     #[arg(long = "case", value_name = "ID")]
     pub cases: Vec<String>,
@@ -47,6 +52,12 @@ pub struct TestArgs {
     /// The static busybox the Docker fixture image is built from.
     #[arg(long, value_name = "PATH", default_value = checkfu_sandbox_docker::fixture::DEFAULT_BUSYBOX_PATH)]
     pub busybox: PathBuf,
+    /// Sign the evidence with this PKCS#8 PEM ed25519 key (`checkfu sandbox keygen`); needs --evidence.
+    #[arg(long, value_name = "KEY", requires = "evidence")]
+    pub sign: Option<PathBuf>,
+    /// Write the signed evidence (a DSSE envelope over an in-toto Statement v1) to FILE; needs --sign.
+    #[arg(long, value_name = "FILE", requires = "sign")]
+    pub evidence: Option<PathBuf>,
     /// Each case's deadline, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 180)]
     pub case_timeout: u64,
@@ -121,10 +132,26 @@ pub fn run(args: TestArgs) -> ExitCode {
             }
         }
     }
-    if !faults.is_empty() && args.provider != ProviderArg::Memory {
-        eprintln!("checkfu: --inject applies to the memory oracle only; drop --provider or use --provider memory");
-        return ExitCode::from(2);
+    let choice = match args.provider.choice() {
+        Ok(c) => c,
+        Err(e) => return super::fail::Failure::usage(e.to_string()).report(),
+    };
+    if let Err(f) = super::backend::injectable(&choice, &faults) {
+        return f.report();
     }
+    let signing = match args
+        .sign
+        .as_deref()
+        .map(super::signed::read_key)
+        .transpose()
+    {
+        Ok(k) => k,
+        Err(f) => return f.report(),
+    };
+    let provider_command = match super::backend::provider_command(&choice) {
+        Ok(c) => c,
+        Err(f) => return f.report(),
+    };
     let sinks = match Sinks::open(&args) {
         Ok(s) => s,
         Err(code) => return code,
@@ -141,21 +168,13 @@ pub fn run(args: TestArgs) -> ExitCode {
         // suite and close the target instead of killing checkfu.
         let stop = super::stop_signal();
         tokio::pin!(stop);
-        let opened = async {
-            match args.provider {
-                ProviderArg::Memory => {
-                    Ok(Arc::new(MemoryTarget::with_faults(faults)) as Arc<dyn ConformanceTarget>)
-                }
-                ProviderArg::Docker => super::docker_target(&args.busybox).await,
-            }
-        };
+        let opened = super::backend::target(&choice, &args.busybox, faults);
         let target = tokio::select! {
             t = opened => match t {
                 Ok(t) => t,
-                Err(message) => {
-                    eprintln!("checkfu: docker: {message}");
+                Err(failure) => {
                     sinks.discard();
-                    return ExitCode::from(125);
+                    return failure.report();
                 }
             },
             // A target being built is dropped: it sweeps what it made.
@@ -206,7 +225,10 @@ pub fn run(args: TestArgs) -> ExitCode {
         };
         super::close_target(&target).await;
         let evidence = match outcome {
-            Ok(e) => e,
+            Ok(mut e) => {
+                e.provider_command = provider_command;
+                e
+            }
             Err(e) => {
                 sinks.discard();
                 eprintln!("checkfu: {e}");
@@ -221,6 +243,13 @@ pub fn run(args: TestArgs) -> ExitCode {
         };
         if let Err(code) = write_evidence(&evidence, sinks) {
             return code;
+        }
+        if let (Some(key), Some(out)) = (&signing, &args.evidence) {
+            let signed = super::signed::code_for(&choice, &evidence)
+                .and_then(|code| super::signed::write(&evidence, &code, key, out));
+            if let Err(f) = signed {
+                return f.report();
+            }
         }
         if evidence.ok() {
             ExitCode::SUCCESS

@@ -84,6 +84,49 @@ pub struct Summary {
     pub timed_out: u32,
 }
 
+/// A provider command: the words it was split into, and the executable
+/// that ran, by path and content digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ProviderCommand {
+    /// The command line split into words by POSIX shell quoting rules
+    /// (no expansion); `argv[0]` names the executable. At least one word.
+    pub argv: Vec<String>,
+    /// `argv[0]` as run: itself when it contains a `/`, else the first
+    /// executable regular file of that name in a `PATH` directory.
+    pub executable: String,
+    /// `sha256:` and the 64 lowercase hex digits of the SHA-256 of the
+    /// executable's bytes, read when the suite started.
+    pub executable_sha256: String,
+}
+
+/// The canonical JSON text of a value, the input of every digest evidence
+/// records: object members sorted by key (byte order) at every level, no
+/// whitespace, strings escaped as `serde_json` escapes them (`"`, `\` and
+/// control characters only; other characters as UTF-8), numbers as
+/// `serde_json` writes them (the envelope holds integers only).
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    fn sorted(value: &serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(map) => {
+                let ordered: std::collections::BTreeMap<&String, serde_json::Value> =
+                    map.iter().map(|(k, v)| (k, sorted(v))).collect();
+                let mut out = serde_json::Map::new();
+                for (k, v) in ordered {
+                    out.insert(k.clone(), v);
+                }
+                serde_json::Value::Object(out)
+            }
+            serde_json::Value::Array(items) => {
+                serde_json::Value::Array(items.iter().map(sorted).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    serde_json::to_string(&sorted(value)).unwrap_or_default()
+}
+
 /// A whole run's evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -103,6 +146,14 @@ pub struct Evidence {
     pub materialization_revision: String,
     /// The envelope as advertised.
     pub envelope: SandboxProviderCapabilities,
+    /// The envelope's digest: `sha256:` and the 64 lowercase hex digits of
+    /// the SHA-256 of [`canonical_json`] of `envelope` (the wire decision's
+    /// evidence section).
+    pub envelope_sha256: String,
+    /// What was run when the provider was served from a command
+    /// (`--provider-cmd`); absent for an in-process provider or a socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_command: Option<ProviderCommand>,
     /// Tokens the target declared.
     pub declared_tokens: Vec<Token>,
     /// Faults injected into the provider, if any (memory oracle only).
