@@ -23,7 +23,10 @@ fn children(pid: u32) -> Vec<u32> {
     };
     for task in tasks.flatten() {
         if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
         }
     }
     out
@@ -228,7 +231,10 @@ fn provider_flags_combined_wrongly_are_usage_errors() {
             vec!["--provider-cmd", "'unbalanced"],
             "expected a command line with balanced quotes",
         ),
-        (vec!["--provider-cmd", "  "], "expected a command and its arguments"),
+        (
+            vec!["--provider-cmd", "  "],
+            "expected a command and its arguments",
+        ),
     ] {
         for sub in ["test", "run", "capabilities", "cleanup"] {
             let mut c = checkfu();
@@ -249,7 +255,11 @@ fn provider_flags_combined_wrongly_are_usage_errors() {
         "--inject",
         "identity-session-id",
     ]));
-    assert_one_line_failure(&o, 2, &["--inject applies to the embedded memory oracle only"]);
+    assert_one_line_failure(
+        &o,
+        2,
+        &["--inject applies to the embedded memory oracle only"],
+    );
 }
 
 #[test]
