@@ -19,18 +19,22 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(
     name = "checkfu-bench",
-    after_help = "Examples:\n  checkfu-bench                      # every figure, table on stdout\n  checkfu-bench --quick --out table.md\n  checkfu-bench --only 1 --only 3\n\nFigures: 1 runtime overhead (memory), 2 cold start, 3 warm execute, 4 readFile 16 MiB,\n5 durable round trip, 6 cleanup of 100 and 1,000 orphans, 7 16 concurrent lifecycles."
+    after_help = "Examples:\n  checkfu-bench                      # every figure, table on stdout\n  checkfu-bench --quick --out table.md\n  checkfu-bench --only 1 --only 3\n\nFigures: 1 runtime overhead (memory), 2 cold start, 3 warm execute, 4 readFile 16 MiB,\n5 durable round trip, 6 cleanup of 100 and 1,000 orphans, 7 16 concurrent lifecycles,\n8 wire overhead (memory oracle served by this binary on stdio: execute, openProcess stdout)."
 )]
 struct Args {
     /// Fewer repetitions (a smoke run).
     #[arg(long)]
     quick: bool,
-    /// Run only this figure (1-7, repeatable).
+    /// Run only this figure (1-8, repeatable).
     #[arg(long = "only", value_name = "N")]
     only: Vec<u8>,
     /// Also write the table to FILE.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Serve the memory oracle over the wire protocol on stdin/stdout
+    /// (figure 8 spawns this binary so).
+    #[arg(long, hide = true)]
+    serve_memory: bool,
 }
 
 /// Median and p10/p90 of a sample, in seconds.
@@ -670,6 +674,124 @@ async fn figures_docker(
     b.sweep().await
 }
 
+/// A runtime adapter over `provider`, with one active instance.
+async fn active(
+    provider: Arc<dyn SandboxProvider>,
+) -> Result<(SandboxRuntime, Adapter, String), String> {
+    let clock = Arc::new(SystemClock);
+    let mut rt = SandboxRuntime::new(clock.clone());
+    let id = provider.provider_id().to_owned();
+    rt.register(provider);
+    let adapter = rt.adapter(&id).map_err(f)?;
+    let image = ImageReference::parse(&format!("bench@sha256:{}", "0".repeat(64)))
+        .map_err(fail("image"))?;
+    let req = request(
+        &adapter,
+        &image,
+        RetentionMode::EphemeralZdr,
+        vec![],
+        3600,
+        clock.as_ref(),
+    );
+    let inst = adapter.provision(req).await.map_err(f)?;
+    adapter.activate(&inst.instance_id).await.map_err(f)?;
+    Ok((rt, adapter, inst.instance_id))
+}
+
+/// Reads a process's stdout to its end and waits for its exit; the bytes read.
+async fn drain(adapter: &Adapter, id: &str, bytes: u64) -> Result<u64, String> {
+    use futures_util::AsyncReadExt;
+    let mut p = adapter
+        .open_process(SandboxProcessRequest {
+            instance_id: id.into(),
+            executable: "head".into(),
+            arguments: vec!["-c".into(), bytes.to_string(), "/dev/zero".into()],
+            working_directory: "/".into(),
+            environment: Default::default(),
+        })
+        .await
+        .map_err(f)?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    loop {
+        let n = p.output.read(&mut buf).await.map_err(fail("stdout"))?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+    }
+    p.handle.wait().await.map_err(|e| e.to_string())?;
+    if total != bytes {
+        return Err(format!(
+            "openProcess stdout: expected {bytes} bytes, actual {total}"
+        ));
+    }
+    Ok(total)
+}
+
+/// Figure 8: the wire seam's cost on the memory oracle, served by this
+/// binary over stdio, against the same oracle in process; both through
+/// the runtime.
+async fn figure8(reps: usize, rows: &mut Vec<Row>) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(fail("current_exe"))?;
+    let mut command = tokio::process::Command::new(exe);
+    command.arg("--serve-memory");
+    let client = checkfu_sandbox_wire::WireClient::spawn(
+        command,
+        checkfu_sandbox_wire::WireOptions::default(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let (_wrt, wire, wire_id) = active(Arc::new(client.clone())).await?;
+    let (_lrt, local, local_id) = active(Arc::new(MemoryProvider::with_system_clock())).await?;
+    let ours = time(reps, || async {
+        wire.execute(&wire_id, true_cmd()).await.map_err(f)
+    })
+    .await?;
+    let base = time(reps, || async {
+        local.execute(&local_id, true_cmd()).await.map_err(f)
+    })
+    .await?;
+    rows.push(Row {
+        figure: "8a execute `true` (memory): stdio wire vs in process, both validated".into(),
+        ours,
+        baseline: Some(("in-process provider".into(), base)),
+    });
+    rows.push(Row {
+        figure: "8a · wire overhead per execute (difference of medians)".into(),
+        ours: Stat {
+            median: ours.median - base.median,
+            p10: ours.p10 - base.p10,
+            p90: ours.p90 - base.p90,
+            n: ours.n,
+        },
+        baseline: None,
+    });
+    const BYTES: u64 = 64 << 20;
+    let stream_reps = (reps / 100).clamp(3, 10);
+    let ours = time(stream_reps, || drain(&wire, &wire_id, BYTES)).await?;
+    let base = time(stream_reps, || drain(&local, &local_id, BYTES)).await?;
+    let mib_s = |s: &Stat| BYTES as f64 / (1 << 20) as f64 / s.median;
+    eprintln!(
+        "figure 8b: openProcess stdout {:.0} MiB/s over the wire, {:.0} MiB/s in process",
+        mib_s(&ours),
+        mib_s(&base)
+    );
+    rows.push(Row {
+        figure: format!(
+            "8b openProcess stdout 64 MiB (memory): stdio wire ({:.0} MiB/s) vs in process ({:.0} MiB/s)",
+            mib_s(&ours),
+            mib_s(&base)
+        ),
+        ours,
+        baseline: Some(("in-process provider".into(), base)),
+    });
+    wire.destroy(&wire_id).await.map_err(f)?;
+    local.destroy(&local_id).await.map_err(f)?;
+    client.close().await;
+    Ok(())
+}
+
 fn table(rows: &[Row]) -> String {
     let mut s = String::from("| figure | ours (median, p10–p90) | baseline | baseline (median, p10–p90) | ratio |\n|---|---|---|---|---|\n");
     for r in rows {
@@ -695,6 +817,24 @@ fn table(rows: &[Row]) -> String {
 fn main() -> ExitCode {
     let args = Args::parse();
     let which = |n: u8| args.only.is_empty() || args.only.contains(&n);
+    if args.serve_memory {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build();
+        let served =
+            checkfu_sandbox_wire::Served::new(Arc::new(MemoryProvider::with_system_clock()));
+        return match rt.map(|rt| rt.block_on(checkfu_sandbox_wire::serve_stdio(served))) {
+            Ok(Ok(())) => ExitCode::SUCCESS,
+            Ok(Err(e)) => {
+                eprintln!("checkfu-bench: serve: {e}");
+                ExitCode::from(1)
+            }
+            Err(e) => {
+                eprintln!("checkfu-bench: {e}");
+                ExitCode::from(125)
+            }
+        };
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -710,6 +850,10 @@ fn main() -> ExitCode {
         if which(1) {
             eprintln!("figure 1: runtime overhead on the memory oracle");
             figure1(if args.quick { 500 } else { 5000 }, &mut rows).await?;
+        }
+        if which(8) {
+            eprintln!("figure 8: wire overhead on the memory oracle");
+            figure8(if args.quick { 500 } else { 5000 }, &mut rows).await?;
         }
         if (2..=7).any(which) {
             figures_docker(&which, args.quick, &mut rows).await?;
