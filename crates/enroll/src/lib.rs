@@ -14,7 +14,7 @@
 //! - [`registry`]: the enrolled-providers file (TOML).
 //! - [`scaffold`]: `checkfu sandbox init`, a provider project to start from.
 //!
-//! Decisions: `docs/decisions/0XX-partner-signed-evidence.md`.
+//! Decisions: `docs/decisions/014-signed-evidence.md`.
 
 pub mod dsse;
 pub mod keys;

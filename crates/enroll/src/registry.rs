@@ -1,5 +1,5 @@
 //! The enrolled-providers registry: a TOML file of `[[provider]]` tables
-//! (decision `0XX-partner-registry-and-ceilings`).
+//! (decision 015).
 //!
 //! ```toml
 //! [[provider]]

@@ -16,7 +16,7 @@ pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 /// The in-toto Statement v1 type URI.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 /// Our predicate type: checkfu sandbox-provider conformance evidence,
-/// version 1 (decision `0XX-partner-signed-evidence`).
+/// version 1 (decision 014).
 pub const PREDICATE_TYPE: &str = "https://checkfu.dev/attestations/sandbox-conformance/v1";
 
 /// An in-toto Statement v1 over conformance evidence.
