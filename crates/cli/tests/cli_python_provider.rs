@@ -1,0 +1,90 @@
+//! The Python provider in `examples/python-provider`, written from the
+//! author kit alone, under the suite through `--provider-cmd`: the five
+//! cases its tokens back pass, the other four are recorded skips naming the
+//! missing tokens, and nothing labelled with its scope is left.
+//!
+//! Gate: the provider runs containers through the Docker CLI, so without a
+//! daemon the test prints a `SKIP` line, except under `CI=true`, where it
+//! fails.
+
+// The test reads its own temporary state directory from outside.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const PASSES: [&str; 5] = [
+    "stage-seal-execute",
+    "stage-git-project",
+    "none-egress",
+    "zdr-release",
+    "orphan-reclaim",
+];
+
+fn containers_of(scope: &str) -> Vec<String> {
+    let o = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=checkfu.python-provider.scope={scope}"),
+        ])
+        .output()
+        .expect("docker CLI");
+    assert!(o.status.success(), "docker ps: {}", describe(&o));
+    stdout(&o).lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn python_provider_passes_its_five_cases_and_leaves_nothing() {
+    let Some(env) = docker("python_provider") else {
+        return;
+    };
+    let provider = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/python-provider/provider.py")
+        .canonicalize()
+        .expect("examples/python-provider/provider.py");
+    let state = tempfile::tempdir().expect("state dir");
+    let line = format!(
+        "python3 {} --root-image {} --state-dir {} --scope {}",
+        provider.display(),
+        env.fixture,
+        state.path().display(),
+        env.scope
+    );
+    let o = output(checkfu().args(["sandbox", "test", "--provider-cmd", &line, "--json", "-"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let evidence: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("evidence JSON");
+    assert_eq!(evidence["summary"]["failed"], 0, "{}", describe(&o));
+    assert_eq!(evidence["summary"]["passed"], 5, "{}", describe(&o));
+    assert_eq!(evidence["summary"]["skipped"], 4, "{}", describe(&o));
+    for case in evidence["cases"].as_array().expect("cases") {
+        let id = case["id"].as_str().expect("case id");
+        if PASSES.contains(&id) {
+            assert_eq!(case["outcome"], "passed", "{id}: {case}");
+        } else {
+            assert_eq!(case["outcome"], "skipped", "{id}: {case}");
+            let missing = case["missing_tokens"].as_array().expect("missing tokens");
+            assert!(!missing.is_empty(), "{id} skipped without naming a token");
+        }
+    }
+    assert_eq!(
+        evidence["provider_command"]["argv"][0], "python3",
+        "the evidence names the provider command"
+    );
+    assert_eq!(
+        containers_of(&env.scope),
+        Vec::<String>::new(),
+        "containers left"
+    );
+    let instances = state.path().join(&env.scope).join("instances");
+    let left: Vec<_> = std::fs::read_dir(&instances)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "instance directories left: {left:?}");
+    env.finish();
+}
