@@ -65,7 +65,14 @@ pub(super) fn decode_valid(v: &mut Vectors) {
             instance_id: "inst-1".into(),
             path: "/mnt/session/outputs/a.txt".into(),
             content_base64: Bytes::from("hi"),
+            mode: None,
         }),
+    );
+    v.ok_decode(
+        "decode-write-file-request-mode",
+        "Permission bits as a JSON integer: 493 is 0o755 (absent means 0o644).",
+        "WriteFileRequest",
+        json!({"instance_id": "inst-1", "path": "/workspace/project/run.sh", "content_base64": "YQ==", "mode": 493}),
     );
     v.ok_decode(
         "decode-activate-request",
