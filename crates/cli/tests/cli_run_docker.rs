@@ -456,3 +456,73 @@ fn docker_sighup_destroys_the_instance_and_exits_129() {
     );
     env.finish();
 }
+
+#[test]
+fn docker_a_file_still_being_written_does_not_abort_the_copy() {
+    let Some(env) = docker("docker_changing") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o");
+    let o = output(env.run(&[
+        "--outputs",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "cd /mnt/session/outputs; echo ok > a.txt; \
+         setsid sh -c 'while :; do echo x >> log.txt; done' </dev/null >/dev/null 2>&1 & sleep 1",
+    ]));
+    let err = stderr(&o);
+    assert!(!err.contains("SandboxProtocolInvalid"), "{}", describe(&o));
+    assert_eq!(
+        std::fs::read(out.join("a.txt")).unwrap(),
+        b"ok\n",
+        "{}",
+        describe(&o)
+    );
+    assert!(
+        err.contains("log.txt"),
+        "the changing file is named: {}",
+        describe(&o)
+    );
+    match code(&o) {
+        0 => assert!(out.join("log.txt").exists(), "{}", describe(&o)),
+        125 => assert!(err.contains("exited with status 0"), "{}", describe(&o)),
+        other => panic!("exit {other}: {}", describe(&o)),
+    }
+    env.finish();
+}
+
+#[test]
+fn docker_a_huge_sparse_output_is_skipped_without_reading_it() {
+    let Some(env) = docker("docker_sparse") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o");
+    let started = Instant::now();
+    let o = output(env.run(&[
+        "--timeout",
+        "5",
+        "--outputs",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo ok > /mnt/session/outputs/a.txt; \
+         dd if=/dev/zero of=/mnt/session/outputs/s bs=1 count=0 seek=24G",
+    ]));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(40),
+        "took {took:?}: {}",
+        describe(&o)
+    );
+    assert_eq!(code(&o), 125, "{}", describe(&o));
+    let err = stderr(&o);
+    assert!(err.contains("/mnt/session/outputs/s"), "{}", describe(&o));
+    assert!(err.contains("exited with status 0"), "{}", describe(&o));
+    assert!(!out.join("s").exists(), "the huge file is not copied");
+    env.finish();
+}

@@ -1559,7 +1559,8 @@ impl ListDirMember for Inner {
                 FsNode::File(b) => Some(DirEntry {
                     path: path.clone(),
                     size_bytes: b.len() as u64,
-                    sha256: sha256_digest(b),
+                    // A body no member can return is not hashed.
+                    sha256: (b.len() as u64 <= MAX_FILE_BYTES).then(|| sha256_digest(b)),
                 }),
                 _ => None,
             })

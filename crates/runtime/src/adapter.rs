@@ -767,6 +767,21 @@ impl Adapter {
             max_entries,
             result.entries.iter().map(|e| e.path.as_str()),
         )?;
+        // Every file a member can read carries its digest.
+        if let Some((i, e)) = result
+            .entries
+            .iter()
+            .enumerate()
+            .find(|(_, e)| e.sha256.is_none() && e.size_bytes <= MAX_FILE_BYTES)
+        {
+            return Err(SandboxError::protocol(
+                op::LIST_DIR,
+                format!("entries[{i}].sha256"),
+                format!("a digest for a file of at most {MAX_FILE_BYTES} bytes"),
+                format!("absent for {} ({} bytes)", e.path, e.size_bytes),
+            )
+            .into());
+        }
         Ok(result)
     }
 

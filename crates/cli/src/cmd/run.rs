@@ -205,7 +205,11 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    ExitCode::from(runtime.block_on(session(provider_arg, plan)))
+    let code = runtime.block_on(session(provider_arg, plan));
+    // A provider's blocking work abandoned at a deadline (a listing past
+    // the output copy's deadline) must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    ExitCode::from(code)
 }
 
 async fn session(which: ProviderArg, plan: RunPlan) -> u8 {

@@ -178,8 +178,12 @@ pub struct DirEntry {
     pub path: String,
     /// Size in bytes.
     pub size_bytes: u64,
-    /// SHA-256 of the content.
-    pub sha256: Digest,
+    /// SHA-256 of the content. Present for every file of at most 16 MiB;
+    /// may be absent (and a provider should leave it absent) for a larger
+    /// file, whose body no read member can return: the listing then never
+    /// reads it (decision 0XX-ws1-listing-bodies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<Digest>,
 }
 
 /// listDir's result.
