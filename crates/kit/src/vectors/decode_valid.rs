@@ -148,7 +148,12 @@ pub(super) fn decode_valid(v: &mut Vectors) {
         json!({"instance_id": "inst-1", "root": "/workspace/project", "max_entries": 100000}),
     );
     v.ok_decode("decode-list-dir-result", "Regular files with size and SHA-256.", "ListDirResult", json!({"entries": [{"path": "/workspace/project/a", "size_bytes": 5, "sha256": digest('3')}]}));
-    v.ok_decode("decode-list-dir-result-large-unhashed", "A file over 16 MiB listed without a digest: its body is never read.", "ListDirResult", json!({"entries": [{"path": "/mnt/session/outputs/s", "size_bytes": 25_769_803_776u64}]}));
+    v.ok_decode(
+        "decode-list-dir-result-large-unhashed",
+        "A file over 16 MiB listed without a digest: its body is never read.",
+        "ListDirResult",
+        json!({"entries": [{"path": "/mnt/session/outputs/s", "size_bytes": 25_769_803_776u64}]}),
+    );
     v.ok_decode(
         "decode-list-project-dir-request",
         "listProjectDir.",
