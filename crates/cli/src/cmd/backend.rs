@@ -48,6 +48,21 @@ pub fn state_dir() -> PathBuf {
     home.join(".local/state/checkfu/sandbox")
 }
 
+/// Connects to the Docker daemon as the provider of `scope` (with the CLI's
+/// state directory).
+///
+/// # Errors
+/// As [`open`].
+pub async fn open_docker_scope(scope: &str) -> Result<DockerProvider, Failure> {
+    DockerProvider::connect(DockerConfig {
+        state_dir: state_dir(),
+        scope: scope.to_owned(),
+        clock: clock(),
+    })
+    .await
+    .map_err(|e| connect_failure(&e))
+}
+
 /// Opens the provider `which` names: the memory oracle on the system
 /// clock, or the Docker daemon with the CLI's scope and state directory.
 /// The one place a provider is built; a new provider is one arm here.
