@@ -280,7 +280,10 @@ pub async fn sweep_conformance_scope(provider: &DockerProvider) -> Vec<String> {
     // The target's state directory: `checkfu-<scope>-*` in the temporary
     // directory (the target's own; nothing else carries the scope's name).
     let prefix = format!("checkfu-{scope}-");
-    if let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) {
+    // The host's temporary directory, never a workload tree.
+    #[allow(clippy::disallowed_methods)]
+    let listed = std::fs::read_dir(std::env::temp_dir());
+    if let Ok(dir) = listed {
         for e in dir.filter_map(Result::ok) {
             let is_state = e
                 .file_name()

@@ -338,7 +338,7 @@ async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head
             resources: target.resources.clone(),
             packages: Vec::new(),
         },
-        platform: target.platform.clone(),
+        platform: target.platform,
         root_image: target.root_image.clone(),
         mounts: vec![
             SandboxMount {
@@ -350,7 +350,7 @@ async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head
                 access: MountAccess::ReadOnly,
             },
         ],
-        expires_at: target.expires_at.clone(),
+        expires_at: target.expires_at,
     };
     let instance = adapter.provision(request).await.expect("provision");
     let id = instance.instance_id.clone();
@@ -417,10 +417,8 @@ async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head
                 ));
             }
         }
-        if row.exit == 126 || row.exit == 127 {
-            if stderr.trim().is_empty() {
-                failures.push(format!("{name}: {}: no reason on stderr", row.name));
-            }
+        if (row.exit == 126 || row.exit == 127) && stderr.trim().is_empty() {
+            failures.push(format!("{name}: {}: no reason on stderr", row.name));
         }
     }
     adapter.destroy(&id).await.expect("destroy");
