@@ -40,3 +40,77 @@ fn docker_cleanup_dry_run_on_an_empty_scope() {
     assert_eq!(stdout(&o), "");
     env.finish();
 }
+
+/// Ids or names of the daemon's `kind` objects (`ps -a`, `images`,
+/// `network ls`) whose scope label starts with `prefix`.
+fn scoped(kind: &[&str], prefix: &str) -> Vec<String> {
+    let mut args: Vec<&str> = kind.to_vec();
+    args.extend(["--format", "{{.Label \"checkfu.sandbox.scope\"}} {{.ID}}"]);
+    args.extend(["--filter", "label=checkfu.sandbox.scope"]);
+    let o = output(std::process::Command::new("docker").args(&args));
+    assert_eq!(code(&o), 0, "docker {args:?}: {}", describe(&o));
+    stdout(&o)
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn docker_cleanup_sweeps_the_scope_a_killed_conformance_run_left() {
+    let Some(env) = docker("docker_cleanup_conf") else {
+        return;
+    };
+    let mut child = env
+        .checkfu()
+        .args(["sandbox", "test", "--provider", "docker"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("checkfu spawns");
+    let prefix = format!("conf-{}-", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while scoped(&["ps", "-a"], &prefix).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no container of {prefix}* appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let left = scoped(&["ps", "-a"], &prefix);
+    let scope = left[0].split(' ').next().unwrap().to_owned();
+    let state_dirs = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(&format!("checkfu-{scope}-")))
+            })
+            .count()
+    };
+    let o = output(env.checkfu().args([
+        "sandbox",
+        "cleanup",
+        "--provider",
+        "docker",
+        "--scope",
+        &scope,
+        "--older-than",
+        "0s",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(
+        stderr(&o).contains(&format!("removed conformance scope {scope}")),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(scoped(&["ps", "-a"], &prefix), Vec::<String>::new());
+    assert_eq!(scoped(&["images"], &prefix), Vec::<String>::new());
+    assert_eq!(scoped(&["network", "ls"], &prefix), Vec::<String>::new());
+    assert_eq!(state_dirs(), 0, "the target's state directory is left");
+    env.finish();
+}

@@ -368,3 +368,161 @@ fn docker_resource_limits_reach_the_container() {
     assert_eq!(values[2] * 1000 / values[3], 500, "half a core: {values:?}");
     env.finish();
 }
+
+#[test]
+fn docker_a_staged_tree_keeps_its_permission_bits() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(env) = docker("docker_modes") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("m");
+    let run = write(&m, "run.sh", b"#!/bin/sh\necho ran\n");
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write(&m, "data.txt", b"data\n");
+    let deep = write(&m, "a/b/tool.sh", b"#!/bin/sh\necho deep\n");
+    std::fs::set_permissions(&deep, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mount = format!("{}:/src", m.display());
+    let o = output(env.run(&["--mount", &mount, "--", "/src/run.sh"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(stdout(&o), "ran\n", "{}", describe(&o));
+    let o = output(env.run(&["--mount", &mount, "--", "/src/a/b/tool.sh"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(stdout(&o), "deep\n", "{}", describe(&o));
+    let o = output(env.run(&["--mount", &mount, "--", "/src/data.txt"]));
+    assert_eq!(
+        code(&o),
+        126,
+        "a 0644 file is not executable: {}",
+        describe(&o)
+    );
+    let o = output(env.run(&[
+        "--mount",
+        &mount,
+        "--",
+        "stat",
+        "-c",
+        "%a %n",
+        "/src/run.sh",
+        "/src/data.txt",
+        "/src/a",
+        "/src/a/b/tool.sh",
+    ]));
+    assert_eq!(
+        stdout(&o),
+        "755 /src/run.sh\n644 /src/data.txt\n755 /src/a\n700 /src/a/b/tool.sh\n",
+        "{}",
+        describe(&o)
+    );
+    env.finish();
+}
+
+#[test]
+fn docker_a_missing_or_non_directory_workdir_could_not_be_executed() {
+    let Some(env) = docker("docker_workdir") else {
+        return;
+    };
+    for workdir in ["/no/such/dir", "/etc/passwd"] {
+        let o = output(env.run(&["--workdir", workdir, "--", "true"]));
+        assert_eq!(code(&o), 126, "--workdir {workdir}: {}", describe(&o));
+        assert!(stderr(&o).contains(workdir), "{}", describe(&o));
+    }
+    env.finish();
+}
+
+#[test]
+fn docker_sighup_destroys_the_instance_and_exits_129() {
+    let Some(env) = docker("docker_sighup") else {
+        return;
+    };
+    let w = Watched::spawn(&mut env.run(&["--", "sleep", "100"]));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while env.containers().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no container appeared: {:#?}",
+            w.seen
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(1_000));
+    w.signal(rustix::process::Signal::HUP);
+    let (status, lines) = w.finish(Duration::from_secs(60));
+    assert_eq!(status, 129, "{lines:#?}");
+    assert_eq!(
+        env.containers(),
+        Vec::<String>::new(),
+        "a container of the run is left"
+    );
+    env.finish();
+}
+
+#[test]
+fn docker_a_file_still_being_written_does_not_abort_the_copy() {
+    let Some(env) = docker("docker_changing") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o");
+    let o = output(env.run(&[
+        "--outputs",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "cd /mnt/session/outputs; echo ok > a.txt; \
+         setsid sh -c 'while :; do echo x >> log.txt; done' </dev/null >/dev/null 2>&1 & sleep 1",
+    ]));
+    let err = stderr(&o);
+    assert!(!err.contains("SandboxProtocolInvalid"), "{}", describe(&o));
+    assert_eq!(
+        std::fs::read(out.join("a.txt")).unwrap(),
+        b"ok\n",
+        "{}",
+        describe(&o)
+    );
+    assert!(
+        err.contains("log.txt"),
+        "the changing file is named: {}",
+        describe(&o)
+    );
+    match code(&o) {
+        0 => assert!(out.join("log.txt").exists(), "{}", describe(&o)),
+        125 => assert!(err.contains("exited with status 0"), "{}", describe(&o)),
+        other => panic!("exit {other}: {}", describe(&o)),
+    }
+    env.finish();
+}
+
+#[test]
+fn docker_a_huge_sparse_output_is_skipped_without_reading_it() {
+    let Some(env) = docker("docker_sparse") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o");
+    let started = Instant::now();
+    let o = output(env.run(&[
+        "--timeout",
+        "5",
+        "--outputs",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo ok > /mnt/session/outputs/a.txt; \
+         dd if=/dev/zero of=/mnt/session/outputs/s bs=1 count=0 seek=24G",
+    ]));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(40),
+        "took {took:?}: {}",
+        describe(&o)
+    );
+    assert_eq!(code(&o), 125, "{}", describe(&o));
+    let err = stderr(&o);
+    assert!(err.contains("/mnt/session/outputs/s"), "{}", describe(&o));
+    assert!(err.contains("exited with status 0"), "{}", describe(&o));
+    assert!(!out.join("s").exists(), "the huge file is not copied");
+    env.finish();
+}

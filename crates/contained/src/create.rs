@@ -81,6 +81,9 @@ fn open_dirs_creating(
         )
         .map_err(|e| map_errno(rel, e))?;
         if created {
+            // Exactly DIR_MODE whatever the process umask.
+            rustix::fs::fchmod(&next, Mode::from_raw_mode(DIR_MODE))
+                .map_err(|e| map_errno(rel, e))?;
             chown_fd(next.as_fd(), owner, rel)?;
         }
         dir = next;
@@ -159,6 +162,24 @@ pub fn replace_beneath(
     content: &[u8],
     owner: Option<u32>,
 ) -> Result<(), ContainedError> {
+    replace_beneath_mode(root, rel, content, owner, FILE_MODE)
+}
+
+/// [`replace_beneath`] with the file's permission bits `mode` (masked to
+/// `0o777`, applied exactly, whatever the process umask) instead of
+/// [`FILE_MODE`].
+///
+/// # Errors
+///
+/// As [`replace_beneath`].
+pub fn replace_beneath_mode(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    content: &[u8],
+    owner: Option<u32>,
+    mode: u32,
+) -> Result<(), ContainedError> {
+    let mode = mode & 0o777;
     let comps = split_components(rel)?;
     let (name, parents) = comps
         .split_last()
@@ -188,8 +209,8 @@ pub fn replace_beneath(
                 path: rel.to_path_buf(),
                 source,
             })?;
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(FILE_MODE)).map_err(|e| map_errno(rel, e))?;
         chown_fd(file.as_fd(), owner, rel)?;
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| map_errno(rel, e))?;
         rustix::fs::renameat(&dir, tmp.as_str(), &dir, *name).map_err(|e| match e {
             rustix::io::Errno::ISDIR | rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST => {
                 ContainedError::NotRegularFile {

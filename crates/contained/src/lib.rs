@@ -48,7 +48,8 @@ mod open;
 mod walk;
 
 pub use create::{
-    create_dirs_beneath, overwrite_beneath, replace_beneath, DIR_MODE, FILE_MODE, TEMP_PREFIX,
+    create_dirs_beneath, overwrite_beneath, replace_beneath, replace_beneath_mode, DIR_MODE,
+    FILE_MODE, TEMP_PREFIX,
 };
 pub use error::ContainedError;
 pub use open::{

@@ -28,6 +28,34 @@ pub const MAX_ARGUMENT_BYTES: usize = 65_536;
 /// Largest `max_entries` for listDir / listProjectDir, and the longest listing.
 pub const MAX_LIST_ENTRIES: u32 = 100_000;
 
+/// The argument space the kernel gives a new program, as every provider
+/// models it: `execve` refuses (`E2BIG`) argv and environment strings,
+/// each with its NUL, plus one 8-byte pointer each, over a quarter of the
+/// default 8 MiB stack limit (2 MiB). Commands within the contract's own
+/// argument bounds can pass it (256 arguments of 65,536 bytes); a provider
+/// reports such a command as could not be executed (exit code 126, the
+/// reason on stderr) without starting it (decision
+/// 017).
+pub const EXEC_ARGUMENT_SPACE_BYTES: u64 = 2 * MIB;
+
+/// The argument space (see [`EXEC_ARGUMENT_SPACE_BYTES`]) that `argv`
+/// (executable first) and `environment` (`KEY=value` strings) take:
+/// every string's bytes plus its NUL, plus 8 bytes per pointer.
+pub fn exec_argument_space<'a>(
+    argv: impl IntoIterator<Item = &'a str>,
+    environment: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> u64 {
+    let args = argv
+        .into_iter()
+        .map(|a| a.len() as u64 + 1 + 8)
+        .sum::<u64>();
+    let env = environment
+        .into_iter()
+        .map(|(k, v)| k.len() as u64 + 1 + v.len() as u64 + 1 + 8)
+        .sum::<u64>();
+    args + env
+}
+
 /// Most mounts per instance.
 pub const MAX_MOUNTS: u8 = 64;
 

@@ -378,7 +378,8 @@ pub fn mounts(mounts: &[SandboxMount], max_mounts: u8) -> Vec<Mismatch> {
     out
 }
 
-/// A writeFile request: a normalized path and content of at most 16 MiB.
+/// A writeFile request: a normalized path, content of at most 16 MiB and
+/// permission bits (when given) of at most `0o777`.
 /// (Whether the path is under a declared mount or the output tree depends
 /// on the instance's state and is the runtime's admission.)
 pub fn write_file_request(request: &WriteFileRequest) -> Vec<Mismatch> {
@@ -390,6 +391,18 @@ pub fn write_file_request(request: &WriteFileRequest) -> Vec<Mismatch> {
             format!("at most {MAX_FILE_BYTES} bytes"),
             format!("{} bytes", request.content_base64.len()),
         ));
+    }
+    if let Some(mode) = request.mode {
+        if mode > crate::types::MAX_FILE_MODE {
+            out.push(Mismatch::new(
+                "mode",
+                format!(
+                    "permission bits of at most 0o777 ({})",
+                    crate::types::MAX_FILE_MODE
+                ),
+                format!("{mode} (0o{mode:o})"),
+            ));
+        }
     }
     out
 }

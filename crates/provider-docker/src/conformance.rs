@@ -255,6 +255,93 @@ fn far_future() -> Timestamp {
 /// a destroy of whatever its inventory still lists, then every container,
 /// image and network carrying the scope label, and the network by name.
 /// Returns what failed; every step runs.
+/// The prefix of every conformance target's scope (`conf-<pid>-<n>`).
+pub const CONFORMANCE_SCOPE_PREFIX: &str = "conf-";
+
+/// Removes everything a conformance target of `provider`'s scope created
+/// (instances, snapshots, listener containers, images, the private network
+/// `checkfu-<scope>`, its state directory `checkfu-<scope>-*` in the
+/// temporary directory), whatever their age: what a target's `close` does,
+/// for a target whose process died before it could (a SIGKILLed
+/// `checkfu sandbox test`). Returns one line per object that could not be
+/// removed, or what is still left.
+///
+/// # Errors
+/// None: failures are the returned lines.
+pub async fn sweep_conformance_scope(provider: &DockerProvider) -> Vec<String> {
+    let scope = provider.scope().to_owned();
+    let network = format!("checkfu-{scope}");
+    let mut problems = sweep(provider, &scope, &network).await;
+    match leftovers(provider, &scope, &network).await {
+        Ok(left) if left.is_empty() => problems.clear(),
+        Ok(left) => problems.push(format!("left: {}", left.join(", "))),
+        Err(e) => problems.push(e),
+    }
+    // The target's state directory: `checkfu-<scope>-*` in the temporary
+    // directory (the target's own; nothing else carries the scope's name).
+    let prefix = format!("checkfu-{scope}-");
+    // The host's temporary directory, never a workload tree.
+    #[allow(clippy::disallowed_methods)]
+    let listed = std::fs::read_dir(std::env::temp_dir());
+    if let Ok(dir) = listed {
+        for e in dir.filter_map(Result::ok) {
+            let is_state = e
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(&prefix))
+                && e.file_type().is_ok_and(|t| t.is_dir());
+            if is_state {
+                if let Err(err) = std::fs::remove_dir_all(e.path()) {
+                    problems.push(format!("state directory {}: {err}", e.path().display()));
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Every scope a `checkfu.sandbox.scope` label names on a container, an
+/// image or a network of the daemon, sorted.
+///
+/// # Errors
+/// The daemon's failure, as a line.
+pub async fn labelled_scopes(docker: &crate::Docker) -> Result<BTreeSet<String>, String> {
+    let filters = HashMap::from([("label".to_owned(), vec![LABEL_SCOPE.to_owned()])]);
+    let mut scopes = BTreeSet::new();
+    let containers = daemon::list_containers_by_label_key(docker, LABEL_SCOPE)
+        .await
+        .map_err(|e| format!("listing containers: {}", chain(&e)))?;
+    scopes.extend(
+        containers
+            .into_iter()
+            .filter_map(|c| c.labels?.get(LABEL_SCOPE).cloned()),
+    );
+    let opts = ListImagesOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let images = docker
+        .list_images(Some(opts))
+        .await
+        .map_err(|e| format!("listing images: {}", chain(&e)))?;
+    scopes.extend(
+        images
+            .into_iter()
+            .filter_map(|i| i.labels.get(LABEL_SCOPE).cloned()),
+    );
+    let opts = ListNetworksOptionsBuilder::new().filters(&filters).build();
+    let networks = docker
+        .list_networks(Some(opts))
+        .await
+        .map_err(|e| format!("listing networks: {}", chain(&e)))?;
+    scopes.extend(
+        networks
+            .into_iter()
+            .filter_map(|n| n.labels?.get(LABEL_SCOPE).cloned()),
+    );
+    Ok(scopes)
+}
+
 async fn sweep(provider: &DockerProvider, scope: &str, network: &str) -> Vec<String> {
     let mut problems = Vec::new();
     let cutoff = far_future();

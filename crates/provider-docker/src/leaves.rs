@@ -19,8 +19,10 @@ pub enum LeafKind {
     RegularFile {
         /// Size in bytes, as read.
         size_bytes: u64,
-        /// SHA-256 of the bytes read.
-        sha256: [u8; 32],
+        /// SHA-256 of the bytes read; `None` when the file was over the
+        /// walk's hash limit and was not read (`size_bytes` is then
+        /// `fstat`'s).
+        sha256: Option<[u8; 32]>,
         /// Permission bits (`st_mode & 0o7777`).
         mode: u32,
     },
@@ -57,12 +59,16 @@ pub struct Leaf {
 /// symlinks with their targets, special files, empty directories), without
 /// following symlinks, in walk order.
 ///
+/// A regular file over `hash_limit` bytes (per `fstat`) is not read: its
+/// leaf has no SHA-256.
+///
 /// # Errors
 ///
 /// As [`contained::walk`].
 pub(crate) fn walk_leaves(
     root: BorrowedFd<'_>,
     max_entries: usize,
+    hash_limit: Option<u64>,
 ) -> Result<Vec<Leaf>, ContainedError> {
     let mut leaves = Vec::new();
     contained::walk(root, max_entries, &mut |entry| {
@@ -76,8 +82,25 @@ pub(crate) fn walk_leaves(
                 }
             }
             WalkEntry::RegularFile {
-                path, mode, file, ..
+                path,
+                mode,
+                file,
+                size_bytes: size,
             } => {
+                if let Some(limit) = hash_limit {
+                    if size > limit {
+                        // Never read: no member can return such a body.
+                        leaves.push(Leaf {
+                            path: path.to_path_buf(),
+                            kind: LeafKind::RegularFile {
+                                size_bytes: size,
+                                sha256: None,
+                                mode,
+                            },
+                        });
+                        return Ok(());
+                    }
+                }
                 let mut hasher = Sha256::new();
                 let mut buf = vec![0u8; 64 * 1024];
                 let mut size_bytes = 0u64;
@@ -96,7 +119,7 @@ pub(crate) fn walk_leaves(
                     path: path.to_path_buf(),
                     kind: LeafKind::RegularFile {
                         size_bytes,
-                        sha256: hasher.finalize().into(),
+                        sha256: Some(hasher.finalize().into()),
                         mode,
                     },
                 });
@@ -159,7 +182,7 @@ mod tests {
             0,
         )
         .unwrap();
-        let leaves = walk_leaves(fd.as_fd(), 100).unwrap();
+        let leaves = walk_leaves(fd.as_fd(), 100, None).unwrap();
         let paths: Vec<_> = leaves
             .iter()
             .map(|l| l.path.to_str().unwrap().to_string())
@@ -186,7 +209,7 @@ mod tests {
             } => {
                 assert_eq!(*size_bytes, 5);
                 let want: [u8; 32] = Sha256::digest(b"hello").into();
-                assert_eq!(*sha256, want);
+                assert_eq!(*sha256, Some(want));
             }
             other => panic!("{other:?}"),
         }
@@ -197,7 +220,7 @@ mod tests {
             .iter()
             .any(|l| l.path.to_str().unwrap().contains("secret")));
         assert!(matches!(
-            walk_leaves(fd.as_fd(), 3),
+            walk_leaves(fd.as_fd(), 3, None),
             Err(ContainedError::TooManyEntries { max_entries: 3 })
         ));
     }

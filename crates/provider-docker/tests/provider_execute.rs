@@ -124,6 +124,36 @@ async fn execute_settles_every_way() {
     );
 }
 
+/// On a timeout the instance's whole process tree dies, also a process
+/// that left the exec's group with `setsid`; the container itself (its
+/// init) stays and runs the next command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_kills_what_escaped_with_setsid() {
+    let Some(env) = ProviderEnv::new("timeout_kills_setsid").await else {
+        return;
+    };
+    let inst = env
+        .active(env.request("s", RetentionMode::EphemeralZdr, &[], 600), &[])
+        .await;
+    let id = inst.instance_id.as_str();
+    let mut c = command(&[
+        "sh",
+        "-c",
+        "setsid sh -c 'while :; do sleep 1; done; echo escaped-loop' </dev/null >/dev/null 2>&1 & sleep 60",
+    ]);
+    c.timeout_seconds = 2;
+    let r = env.adapter.execute(id, c).await.unwrap();
+    assert_eq!(r.exit, ExitCause::TimedOut);
+    let r = env.run(id, &["ps", "-o", "args"]).await;
+    let ps = text(&r.stdout_base64.0);
+    assert_eq!(r.exit, ExitCause::ExitCode(0), "{ps}");
+    assert!(
+        !ps.contains("escaped-loop"),
+        "the setsid loop survived: {ps}"
+    );
+    assert!(!ps.contains("sleep 60"), "{ps}");
+}
+
 /// An exec the engine could not start is told from a workload by daemon
 /// state (the daemon never recorded a PID for it), not by its output: 127
 /// when the executable is not found, 126 when it cannot be invoked, stdout

@@ -115,6 +115,8 @@ pub(crate) fn basename(path: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Fs {
     nodes: BTreeMap<String, FsNode>,
+    /// Permission bits of regular files that differ from `0o644`.
+    modes: BTreeMap<String, u32>,
 }
 
 impl Fs {
@@ -122,7 +124,29 @@ impl Fs {
     pub(crate) fn new() -> Self {
         let mut nodes = BTreeMap::new();
         nodes.insert("/".to_string(), FsNode::Directory);
-        Fs { nodes }
+        Fs {
+            nodes,
+            modes: BTreeMap::new(),
+        }
+    }
+
+    /// The permission bits of the file at a physical path (`0o644` unless
+    /// set by [`Fs::set_mode`] since the node was last inserted).
+    pub(crate) fn mode(&self, path: &str) -> u32 {
+        self.modes
+            .get(&join(&split(path)))
+            .copied()
+            .unwrap_or(0o644)
+    }
+
+    /// Sets the permission bits of the node at a physical path.
+    pub(crate) fn set_mode(&mut self, path: &str, mode: u32) {
+        let key = join(&split(path));
+        if mode == 0o644 {
+            self.modes.remove(&key);
+        } else {
+            self.modes.insert(key, mode & 0o777);
+        }
     }
 
     /// The node at a physical path.
@@ -137,7 +161,9 @@ impl Fs {
 
     /// Inserts a node at a physical path (the parent must already exist).
     pub(crate) fn insert(&mut self, path: &str, node: FsNode) {
-        self.nodes.insert(join(&split(path)), node);
+        let key = join(&split(path));
+        self.modes.remove(&key);
+        self.nodes.insert(key, node);
     }
 
     /// Creates every missing directory of a physical path, replacing

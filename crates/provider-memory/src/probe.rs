@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use checkfu_sandbox_contract::{
-    bounds::OUTPUT_PATH, MountAccess, NetworkPolicy, OutputStream, SandboxMount,
+    bounds::{exec_argument_space, EXEC_ARGUMENT_SPACE_BYTES, OUTPUT_PATH},
+    MountAccess, NetworkPolicy, OutputStream, SandboxMount,
 };
 use sha2::{Digest as _, Sha256};
 
@@ -34,6 +35,29 @@ pub(crate) enum Abort {
     Overflow(OutputStream),
     /// The command ran past `timeout_seconds`.
     TimedOut,
+    /// The command's process group was ended by this signal number
+    /// (`kill -SIG 0`); a launch reports exit code `128 + n`, as a shell
+    /// and `docker exec` do.
+    Signalled(u8),
+}
+
+/// The number of a signal named as `kill` takes it (`-TERM`, `-SIGTERM`,
+/// `-15`), for the signals a terminal session or job control sends.
+fn signal_number(flag: &str) -> Option<u8> {
+    let name = flag.strip_prefix('-')?;
+    let name = name.strip_prefix("SIG").unwrap_or(name);
+    match name {
+        "HUP" => Some(1),
+        "INT" => Some(2),
+        "QUIT" => Some(3),
+        "KILL" => Some(9),
+        "USR1" => Some(10),
+        "USR2" => Some(12),
+        "PIPE" => Some(13),
+        "ALRM" => Some(14),
+        "TERM" => Some(15),
+        n => n.parse::<u8>().ok().filter(|n| (1..=64).contains(n)),
+    }
 }
 
 /// A bounded output stream: keeps at most `limit + 1` bytes, then aborts.
@@ -270,11 +294,109 @@ impl Exec<'_> {
         Ok(())
     }
 
+    /// Why a command cannot be started, as a launch reports it: exit code
+    /// 126 and the reason for stderr. Checked before anything runs, in the
+    /// order `execve` meets them: the working directory (missing or not a
+    /// directory), then the argument space over
+    /// [`EXEC_ARGUMENT_SPACE_BYTES`] (`environment` is the request's own).
+    pub(crate) fn launch_refusal(
+        &self,
+        argv: &[String],
+        environment: &BTreeMap<String, String>,
+    ) -> Option<(u8, String)> {
+        let cwd = &self.cwd;
+        match self.fs.resolve("/", cwd, true) {
+            Ok((_, Some(FsNode::Directory))) => {}
+            Ok((_, None)) | Err(WalkError::NotFound) => {
+                return Some((126, format!("can't cd to {cwd}: No such file or directory")))
+            }
+            Ok((_, Some(_))) | Err(WalkError::NotDirectory) => {
+                return Some((126, format!("can't cd to {cwd}: Not a directory")))
+            }
+            Err(e) => return Some((126, format!("can't cd to {cwd}: {}", walk_message(e)))),
+        }
+        let space = exec_argument_space(
+            argv.iter().map(String::as_str),
+            environment.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        if space > EXEC_ARGUMENT_SPACE_BYTES {
+            let first = argv.first().map_or("", String::as_str);
+            return Some((
+                126,
+                format!(
+                    "{first}: Argument list too long (arguments and environment take {space} \
+bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
+                ),
+            ));
+        }
+        None
+    }
+
+    /// Runs one argv as a launch: [`Exec::launch_refusal`] first (its
+    /// reason on stderr), then [`Exec::run`].
+    pub(crate) fn launch(
+        &mut self,
+        argv: &[String],
+        environment: &BTreeMap<String, String>,
+    ) -> Result<u8, Abort> {
+        if let Some((code, reason)) = self.launch_refusal(argv, environment) {
+            self.err(reason)?;
+            return Ok(code);
+        }
+        self.run(argv)
+    }
+
+    /// An executable named by a path (it contains `/`) that is in the
+    /// tree: a directory or a file without an execute bit cannot be
+    /// executed (126); an executable `#!` script naming `sh` runs its
+    /// body. `None` when the path is not in the tree (the name is then
+    /// looked up among the built-in commands) or names an executable file
+    /// without `#!` (a stand-in for a binary: the built-in of its name).
+    fn run_path(&mut self, first: &str) -> Option<Result<u8, Abort>> {
+        let (physical, node) = self.fs.resolve(&self.cwd, first, true).ok()?;
+        let node = node?.clone();
+        let denied = |this: &mut Self| {
+            Some(
+                this.err(format!("sh: {first}: Permission denied"))
+                    .map(|()| 126),
+            )
+        };
+        match node {
+            FsNode::File(bytes) => {
+                if self.fs.mode(&physical) & 0o111 == 0 {
+                    return denied(self);
+                }
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                let (line, body) = text.split_once('\n').unwrap_or((text.as_str(), ""));
+                let interpreter = line.strip_prefix("#!")?.trim();
+                if basename(interpreter.split_whitespace().next().unwrap_or("")) != "sh" {
+                    return Some(
+                        self.err(format!("sh: {first}: {interpreter}: not found"))
+                            .map(|()| 127),
+                    );
+                }
+                let script: String = body
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with('#'))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                Some(self.sh(&["-c".to_string(), script]))
+            }
+            FsNode::Directory | FsNode::Special(_) => denied(self),
+            FsNode::Symlink(_) => None,
+        }
+    }
+
     /// Runs one argv and returns its exit status.
     pub(crate) fn run(&mut self, argv: &[String]) -> Result<u8, Abort> {
         let Some(first) = argv.first() else {
             return Ok(0);
         };
+        if first.contains('/') {
+            if let Some(result) = self.run_path(first) {
+                return result;
+            }
+        }
         let name = if first.contains('/') {
             basename(first)
         } else {
@@ -303,6 +425,7 @@ impl Exec<'_> {
             "mkfifo" => self.mkfifo(args),
             "echo" => self.echo(args),
             "tee" => self.tee(args),
+            "kill" => self.kill(args),
             "pwd" => {
                 let cwd = format!("{}\n", self.cwd);
                 self.out(cwd.as_bytes())?;
@@ -852,6 +975,32 @@ impl Exec<'_> {
             }
         }
         Ok(code)
+    }
+
+    /// `kill -SIG 0`: ends the command's whole process group (the only
+    /// process the oracle has) by that signal. Other PIDs name no process.
+    fn kill(&mut self, args: &[String]) -> Result<u8, Abort> {
+        let (signal, pids) = match args.first() {
+            Some(f) if f.starts_with('-') => match signal_number(f) {
+                Some(n) => (n, &args[1..]),
+                None => {
+                    self.err(format!("kill: bad signal name '{f}'"))?;
+                    return Ok(1);
+                }
+            },
+            _ => (15, args),
+        };
+        if pids.is_empty() {
+            self.err("kill: usage: kill [-SIG] PID...".into())?;
+            return Ok(1);
+        }
+        if pids.iter().any(|p| p == "0") {
+            return Err(Abort::Signalled(signal));
+        }
+        for p in pids {
+            self.err(format!("kill: can't kill pid {p}: No such process"))?;
+        }
+        Ok(1)
     }
 
     fn echo(&mut self, args: &[String]) -> Result<u8, Abort> {

@@ -740,7 +740,7 @@ impl Inner {
                 },
             };
         }
-        let outcome = exec.run(&argv);
+        let outcome = exec.launch(&argv, &request.environment);
         let delay = Duration::from_millis(exec.elapsed_millis);
         match outcome {
             Ok(code) => Plan::Finished {
@@ -750,6 +750,12 @@ impl Inner {
                 delay,
             },
             Err(Abort::TimedOut) => Plan::Blocks,
+            Err(Abort::Signalled(n)) => Plan::Finished {
+                stdout: std::mem::take(&mut exec.stdout.buf),
+                stderr: std::mem::take(&mut exec.stderr.buf),
+                code: 128 + n,
+                delay,
+            },
             Err(Abort::Overflow(_)) => Plan::Finished {
                 stdout: std::mem::take(&mut exec.stdout.buf),
                 stderr: std::mem::take(&mut exec.stderr.buf),
@@ -1072,10 +1078,20 @@ impl SandboxProvider for MemoryProvider {
         if let Some(FsNode::Directory) = record.fs.get(&target) {
             return Err(fail(FailureReason::NotRegularFile, "is a directory"));
         }
+        let mode = request.effective_mode();
+        if mode > MAX_FILE_MODE {
+            return Err(SandboxError::invalid_request(
+                op::WRITE_FILE,
+                "mode",
+                "permission bits of at most 0o777",
+                format!("0o{mode:o}"),
+            ));
+        }
         // Replaces a link or special file there (rename semantics).
         record
             .fs
             .insert(&target, FsNode::File(request.content_base64.0));
+        record.fs.set_mode(&target, mode);
         Ok(())
     }
 
@@ -1131,7 +1147,7 @@ impl SandboxProvider for MemoryProvider {
                     allowlist_ignored: self.inner.has(Fault::AllowlistIgnored),
                 },
             };
-            let outcome = exec.run(&argv);
+            let outcome = exec.launch(&argv, &command.environment);
             (
                 outcome,
                 std::mem::take(&mut exec.stdout.buf),
@@ -1147,6 +1163,7 @@ impl SandboxProvider for MemoryProvider {
         let exit = match outcome {
             Ok(code) => ExitCause::ExitCode(code),
             Err(Abort::TimedOut) => ExitCause::TimedOut,
+            Err(Abort::Signalled(n)) => ExitCause::ExitCode(128 + n),
             Err(Abort::Overflow(_)) if self.inner.has(Fault::OutputOverLimit) => {
                 ExitCause::ExitCode(0)
             }
@@ -1542,7 +1559,8 @@ impl ListDirMember for Inner {
                 FsNode::File(b) => Some(DirEntry {
                     path: path.clone(),
                     size_bytes: b.len() as u64,
-                    sha256: sha256_digest(b),
+                    // A body no member can return is not hashed.
+                    sha256: (b.len() as u64 <= MAX_FILE_BYTES).then(|| sha256_digest(b)),
                 }),
                 _ => None,
             })

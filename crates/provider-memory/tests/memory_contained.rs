@@ -204,7 +204,10 @@ async fn list_dir_lists_regular_files_with_digests() {
     assert_eq!(got.entries[0].size_bytes, 6);
     let r = run(&p, &id, &["sha256sum", "/data/rw/a.txt"]).await;
     assert_eq!(
-        format!("{}  /data/rw/a.txt\n", got.entries[0].sha256.hex()),
+        format!(
+            "{}  /data/rw/a.txt\n",
+            got.entries[0].sha256.as_ref().unwrap().hex()
+        ),
         stdout(&r)
     );
     let e = SandboxProvider::list_dir(&p)

@@ -65,6 +65,7 @@ async fn script(p: &MemoryProvider) -> Vec<Vec<u8>> {
         instance_id: id.clone(),
         path: format!("{RO}/input.txt"),
         content_base64: Bytes(b"hello".to_vec()),
+        mode: None,
     })
     .await
     .unwrap();
@@ -154,6 +155,7 @@ async fn read_only_mounts_are_sealed_at_activation() {
             instance_id: id.clone(),
             path,
             content_base64: Bytes(b"staged".to_vec()),
+            mode: None,
         })
         .await
         .unwrap();
@@ -198,6 +200,7 @@ async fn read_only_mounts_are_sealed_at_activation() {
             instance_id: id.clone(),
             path: format!("{RO}/a.txt"),
             content_base64: Bytes(b"x".to_vec()),
+            mode: None,
         })
         .await
         .unwrap_err();
@@ -226,6 +229,7 @@ async fn write_file_stays_inside_its_mount() {
             instance_id: id.clone(),
             path: "/data/rw/out/passwd".into(),
             content_base64: Bytes(b"x".to_vec()),
+            mode: None,
         })
         .await
         .unwrap_err();
@@ -236,6 +240,7 @@ async fn write_file_stays_inside_its_mount() {
             instance_id: id.clone(),
             path: "/elsewhere/file".into(),
             content_base64: Bytes(b"x".to_vec()),
+            mode: None,
         })
         .await
         .unwrap_err();
@@ -252,6 +257,7 @@ async fn write_file_stays_inside_its_mount() {
             instance_id: id.clone(),
             path: path.into(),
             content_base64: Bytes(b"ok".to_vec()),
+            mode: None,
         })
         .await
         .unwrap();

@@ -345,6 +345,35 @@ impl Adapter {
     /// write_file, expected: provisioning, actual: active}` for a mount path
     /// after activation; the provider's error.
     pub async fn write_file(&self, instance_id: &str, path: &str, content: Vec<u8>) -> Res<()> {
+        self.write_file_mode(instance_id, path, content, None).await
+    }
+
+    /// writeFile with permission bits: as [`Adapter::write_file`], sending
+    /// `mode` (`0o000..=0o777`) to the provider. `None` and `Some(0o644)`
+    /// both send no `mode` member, so a request that needs no more than
+    /// the default is byte-identical to one of a provider that predates
+    /// the member (decision 016).
+    ///
+    /// # Errors
+    /// As [`Adapter::write_file`]; `invalid_request{write_file, mode}` for
+    /// bits over `0o777`.
+    pub async fn write_file_mode(
+        &self,
+        instance_id: &str,
+        path: &str,
+        content: Vec<u8>,
+        mode: Option<u32>,
+    ) -> Res<()> {
+        if let Some(m) = mode.filter(|m| *m > MAX_FILE_MODE) {
+            return Err(SandboxError::invalid_request(
+                op::WRITE_FILE,
+                "mode",
+                "permission bits of at most 0o777",
+                format!("0o{m:o}"),
+            )
+            .into());
+        }
+        let mode = mode.filter(|m| *m != DEFAULT_FILE_MODE);
         let rec = self.admit(
             op::WRITE_FILE,
             instance_id,
@@ -376,6 +405,7 @@ impl Adapter {
                 instance_id: instance_id.to_owned(),
                 path: path.to_owned(),
                 content_base64: Bytes(content),
+                mode,
             })
             .await
             .map_err(|e| from_provider(op::WRITE_FILE, e))
@@ -737,6 +767,21 @@ impl Adapter {
             max_entries,
             result.entries.iter().map(|e| e.path.as_str()),
         )?;
+        // Every file a member can read carries its digest.
+        if let Some((i, e)) = result
+            .entries
+            .iter()
+            .enumerate()
+            .find(|(_, e)| e.sha256.is_none() && e.size_bytes <= MAX_FILE_BYTES)
+        {
+            return Err(SandboxError::protocol(
+                op::LIST_DIR,
+                format!("entries[{i}].sha256"),
+                format!("a digest for a file of at most {MAX_FILE_BYTES} bytes"),
+                format!("absent for {} ({} bytes)", e.path, e.size_bytes),
+            )
+            .into());
+        }
         Ok(result)
     }
 

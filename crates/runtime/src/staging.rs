@@ -25,6 +25,9 @@ pub struct StagedFile {
     /// The entry's Git mode (`100644` or `100755`) when staged from Git;
     /// `None` from a host folder.
     pub git_mode: Option<GitMode>,
+    /// The permission bits sent with writeFile (`0o000..=0o777`): the host
+    /// file's bits, or `0o755` / `0o644` for a Git blob's mode.
+    pub mode: u32,
 }
 
 /// Progress of a staging run: `done` of `total` files written.
@@ -91,17 +94,34 @@ pub async fn stage_git(
         .map_err(|e| stage_error("stage_git", FailureReason::ProviderError, e.to_string()))??;
     let files = blobs
         .into_iter()
-        .map(|b| (b.path, b.bytes, Some(b.mode)))
+        .map(|b| {
+            let bits = b.mode.octal() & 0o777;
+            (b.path, b.bytes, Some(b.mode), bits)
+        })
         .collect();
     push(adapter, instance_id, mount_path, files, progress).await
 }
 
+/// One regular file of a host folder: its relative path, bytes and
+/// permission bits (`st_mode & 0o777`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderFile {
+    /// Relative path, `/`-separated, UTF-8.
+    pub path: String,
+    /// The content.
+    pub bytes: Vec<u8>,
+    /// The host file's permission bits (`0o000..=0o777`).
+    pub mode: u32,
+}
+
 /// Reads every regular file under the host folder `dir` (sorted, relative
-/// paths). Symlinks and special files are refused, not skipped.
+/// paths) with its permission bits. Symlinks and special files are
+/// refused, not skipped.
 ///
 /// # Errors
 /// `SandboxOperationFailed{operation: stage_folder}` naming the path.
-pub fn read_folder(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure> {
+pub fn read_folder(dir: &Path) -> Result<Vec<FolderFile>, SandboxFailure> {
+    use std::os::unix::fs::PermissionsExt as _;
     const OP: &str = "stage_folder";
     let io = |p: &Path, e: std::io::Error| {
         stage_error(OP, FailureReason::NotFound, format!("{}: {e}", p.display()))
@@ -122,6 +142,12 @@ pub fn read_folder(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure>
                 stack.push(child_rel);
             } else if kind.is_file() {
                 let bytes = std::fs::read(entry.path()).map_err(|e| io(&entry.path(), e))?;
+                let mode = entry
+                    .metadata()
+                    .map_err(|e| io(&entry.path(), e))?
+                    .permissions()
+                    .mode()
+                    & 0o777;
                 let name = child_rel.to_str().ok_or_else(|| {
                     stage_error(
                         OP,
@@ -129,7 +155,11 @@ pub fn read_folder(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure>
                         format!("{}: not UTF-8", child_rel.display()),
                     )
                 })?;
-                out.push((name.to_owned(), bytes));
+                out.push(FolderFile {
+                    path: name.to_owned(),
+                    bytes,
+                    mode,
+                });
             } else {
                 return Err(stage_error(
                     OP,
@@ -142,7 +172,7 @@ pub fn read_folder(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, SandboxFailure>
             }
         }
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
 }
 
@@ -161,7 +191,10 @@ pub async fn stage_folder(
     let files = tokio::task::spawn_blocking(move || read_folder(&dir))
         .await
         .map_err(|e| stage_error("stage_folder", FailureReason::ProviderError, e.to_string()))??;
-    let files = files.into_iter().map(|(p, b)| (p, b, None)).collect();
+    let files = files
+        .into_iter()
+        .map(|f| (f.path, f.bytes, None, f.mode))
+        .collect();
     push(adapter, instance_id, mount_path, files, progress).await
 }
 
@@ -169,12 +202,12 @@ async fn push(
     adapter: &Adapter,
     instance_id: &str,
     mount_path: &str,
-    files: Vec<(String, Vec<u8>, Option<GitMode>)>,
+    files: Vec<(String, Vec<u8>, Option<GitMode>, u32)>,
     progress: &(dyn Fn(StageProgress) + Send + Sync),
 ) -> Result<Vec<StagedFile>, SandboxFailure> {
     let total = files.len();
     let mut staged = Vec::with_capacity(total);
-    for (done, (rel, bytes, git_mode)) in files.into_iter().enumerate() {
+    for (done, (rel, bytes, git_mode, mode)) in files.into_iter().enumerate() {
         let path = join_sandbox(mount_path, &rel);
         if !is_normalized(&path) {
             return Err(SandboxError::invalid_request(
@@ -187,12 +220,15 @@ async fn push(
         }
         let sha256 = sha256_digest(&bytes);
         let size_bytes = bytes.len() as u64;
-        adapter.write_file(instance_id, &path, bytes).await?;
+        adapter
+            .write_file_mode(instance_id, &path, bytes, Some(mode))
+            .await?;
         staged.push(StagedFile {
             path,
             size_bytes,
             sha256,
             git_mode,
+            mode,
         });
         progress(StageProgress {
             done: done + 1,

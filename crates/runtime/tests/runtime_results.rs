@@ -325,7 +325,7 @@ fn dir_entry(path: &str) -> DirEntry {
     DirEntry {
         path: path.into(),
         size_bytes: 1,
-        sha256: Digest::parse(PROFILE_DIGEST).unwrap(),
+        sha256: Some(Digest::parse(PROFILE_DIGEST).unwrap()),
     }
 }
 

@@ -24,7 +24,7 @@ mod plan;
 mod session;
 
 pub use error::SessionError;
-pub use outputs::{CopyReport, Skipped};
+pub use outputs::{Changed, CopyReport, Skipped};
 pub use plan::{MountPlan, MountSource, RunPlan};
 pub use session::{
     exit_status, host_platform, profile, run, signal_number, Event, Observer, RunOutcome,

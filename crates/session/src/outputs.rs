@@ -19,7 +19,7 @@ use checkfu_sandbox_contract::bounds::{
     OUTPUT_PATH,
 };
 use checkfu_sandbox_contract::{
-    DirEntry, ReadFileOutcome, ReadFilesEntry, SandboxError, SandboxFailure,
+    Digest, DirEntry, ReadFileOutcome, ReadFilesEntry, SandboxError, SandboxFailure,
 };
 use checkfu_sandbox_runtime::staging::sha256_digest;
 use checkfu_sandbox_runtime::Adapter;
@@ -40,6 +40,20 @@ pub struct Skipped {
     pub size_bytes: u64,
 }
 
+/// A listed file that changed between the listing and its read (the
+/// workload still writing it, or a process left running that replaced or
+/// removed it): the workload's behaviour, not the provider's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// The path in the sandbox.
+    pub path: String,
+    /// What was found, e.g. `content differs from the listing`.
+    pub what: String,
+    /// True when the bytes as read were copied; false when the file was
+    /// skipped (gone, no longer a regular file, or grown past 16 MiB).
+    pub copied: bool,
+}
+
 /// What [`copy_outputs`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CopyReport {
@@ -50,6 +64,31 @@ pub struct CopyReport {
     /// Files read but not written into the host folder: (path in the
     /// sandbox, why). The copy goes on with the other files.
     pub unwritten: Vec<(String, String)>,
+    /// Files that changed while they were copied (see [`Changed`]).
+    pub changed: Vec<Changed>,
+    /// Set when the copy's deadline passed: what it says was not copied
+    /// (listed files are also in [`CopyReport::unwritten`]).
+    pub deadline_passed: Option<String>,
+}
+
+impl CopyReport {
+    /// True when every listed file was copied (a changed file copied as
+    /// read counts as copied).
+    pub fn complete(&self) -> bool {
+        self.skipped.is_empty()
+            && self.unwritten.is_empty()
+            && self.deadline_passed.is_none()
+            && self.changed.iter().all(|c| c.copied)
+    }
+}
+
+/// What one readFiles member gave: bytes to write, and whether the file
+/// changed since the listing.
+enum Member {
+    /// Bytes to write; `Some(what)` when they are not what was listed.
+    Write(Vec<u8>, Option<String>),
+    /// Nothing to write: why.
+    Skip(String),
 }
 
 /// Copies every regular file of `/mnt/session/outputs` of at most 16 MiB
@@ -58,19 +97,40 @@ pub struct CopyReport {
 /// budget groups and each group is written before the next is read, so at
 /// most one group's bytes (128 MiB) are held at once.
 ///
+/// A file that changed between listing and reading (see [`Changed`]) is
+/// copied as read when it could be read whole (at most 16 MiB), otherwise
+/// named and skipped; the copy goes on with the other files.
+///
+/// Nothing is started after `deadline`: a listing or read still running
+/// then is abandoned, and every file not yet copied is named in
+/// [`CopyReport::unwritten`] with [`CopyReport::deadline_passed`] set.
+///
 /// # Errors
 /// The runtime's errors, a relative path that is not a plain
-/// sequence of names, a file that changed between listing and reading, or
-/// an unusable host folder. A host write that fails for one file is
-/// reported in [`CopyReport::unwritten`] and the copy goes on.
+/// sequence of names, or an unusable host folder. A host write that fails
+/// for one file is reported in [`CopyReport::unwritten`] and the copy goes
+/// on.
 pub async fn copy_outputs(
     adapter: &Adapter,
     instance_id: &str,
     dir: &Path,
+    deadline: tokio::time::Instant,
 ) -> Result<CopyReport, Failure> {
-    let listing = adapter
-        .list_dir(instance_id, OUTPUT_PATH, OUTPUT_LIST_ENTRIES)
-        .await?;
+    let passed = |what: &str| format!("the output copy's deadline passed while {what}");
+    let listing = match tokio::time::timeout_at(
+        deadline,
+        adapter.list_dir(instance_id, OUTPUT_PATH, OUTPUT_LIST_ENTRIES),
+    )
+    .await
+    {
+        Ok(listing) => listing?,
+        Err(_) => {
+            return Ok(CopyReport {
+                deadline_passed: Some(passed("listing the output tree; nothing was copied")),
+                ..CopyReport::default()
+            })
+        }
+    };
     let mut wanted: Vec<(Vec<String>, DirEntry)> = Vec::with_capacity(listing.entries.len());
     let mut report = CopyReport::default();
     for entry in listing.entries {
@@ -93,7 +153,7 @@ pub async fn copy_outputs(
     let root = Arc::new(root);
     let sizes: Vec<u64> = wanted.iter().map(|(_, e)| e.size_bytes).collect();
     for group in read_groups(&sizes) {
-        let members = &wanted[group];
+        let members = &wanted[group.clone()];
         let files: Vec<ReadFilesEntry> = members
             .iter()
             .map(|(_, e)| ReadFilesEntry {
@@ -101,10 +161,43 @@ pub async fn copy_outputs(
                 maximum_bytes: e.size_bytes,
             })
             .collect();
-        let outcomes = adapter.read_files(instance_id, files).await?;
+        let Ok(outcomes) =
+            tokio::time::timeout_at(deadline, adapter.read_files(instance_id, files)).await
+        else {
+            let why = passed("reading");
+            for (_, e) in &wanted[group.start..] {
+                report.unwritten.push((e.path.clone(), why.clone()));
+            }
+            report.deadline_passed = Some(why);
+            break;
+        };
+        let outcomes = outcomes?;
         let mut contents = Vec::with_capacity(members.len());
         for ((components, entry), outcome) in members.iter().zip(outcomes) {
-            contents.push((components.clone(), checked_bytes(entry, outcome)?));
+            let member = match checked_bytes(entry, outcome) {
+                Member::Skip(what) if what.starts_with(GREW) => {
+                    // Grown since listed: read it again whole, within bounds.
+                    reread(adapter, instance_id, entry, deadline).await?
+                }
+                m => m,
+            };
+            match member {
+                Member::Write(bytes, changed) => {
+                    if let Some(what) = changed {
+                        report.changed.push(Changed {
+                            path: entry.path.clone(),
+                            what,
+                            copied: true,
+                        });
+                    }
+                    contents.push((components.clone(), bytes));
+                }
+                Member::Skip(what) => report.changed.push(Changed {
+                    path: entry.path.clone(),
+                    what,
+                    copied: false,
+                }),
+            }
         }
         let root = root.clone();
         let (copied, unwritten) = tokio::task::spawn_blocking(move || {
@@ -145,35 +238,84 @@ fn open_root(dir: &Path) -> Result<OwnedFd, Failure> {
     .map_err(|e| Failure::Host(format!("output folder {}: cannot open: {e}", dir.display())))
 }
 
-/// The bytes of `outcome`, checked against the listing's digest.
-///
-/// # Errors
-/// `SandboxProtocolInvalid{copy_outputs}` for a file that is no longer a
-/// regular file as listed or whose content changed.
-fn checked_bytes(entry: &DirEntry, outcome: ReadFileOutcome) -> Result<Vec<u8>, SandboxFailure> {
+/// How [`checked_bytes`] starts the reason of a file grown past its listed
+/// size.
+const GREW: &str = "grew";
+
+/// The bytes of `outcome`, checked against the listing. A file that is not
+/// as listed changed under the copy: the workload's doing, never a
+/// protocol failure of the provider (whose reads are contained and bounded
+/// by the runtime either way).
+fn checked_bytes(entry: &DirEntry, outcome: ReadFileOutcome) -> Member {
     let bytes = match outcome {
         ReadFileOutcome::Read { content_base64, .. } => content_base64.0,
-        other => {
-            return Err(SandboxError::protocol(
-                "copy_outputs",
-                entry.path.clone(),
-                "a regular file as listed",
-                format!("{other:?}"),
-            )
-            .into())
+        ReadFileOutcome::TooLarge { size_bytes, .. } => {
+            return Member::Skip(format!(
+                "{GREW} from {} to {size_bytes} bytes while being copied",
+                entry.size_bytes
+            ))
+        }
+        ReadFileOutcome::NotFound { .. } => {
+            return Member::Skip("removed while being copied".into())
+        }
+        ReadFileOutcome::NotRegularFile { .. } => {
+            return Member::Skip("no longer a regular file".into())
+        }
+        ReadFileOutcome::OutsideRoot { .. } => {
+            return Member::Skip("replaced by a link out of the output tree".into())
         }
     };
     let digest = sha256_digest(&bytes);
-    if digest != entry.sha256 {
-        return Err(SandboxError::protocol(
-            "copy_outputs",
-            entry.path.clone(),
-            entry.sha256.as_str(),
-            digest.as_str(),
-        )
-        .into());
+    let listed = entry.sha256.as_ref().map_or("no digest", Digest::as_str);
+    if entry.sha256.as_ref() == Some(&digest) {
+        return Member::Write(bytes, None);
     }
-    Ok(bytes)
+    let what = format!(
+        "changed while being copied (listed {} bytes {listed}, read {} bytes {}); copied as read",
+        entry.size_bytes,
+        bytes.len(),
+        digest
+    );
+    Member::Write(bytes, Some(what))
+}
+
+/// Reads `entry` again alone with the largest bound (16 MiB), after it
+/// grew past its listed size: copied as read when it fits.
+///
+/// # Errors
+/// The runtime's errors.
+async fn reread(
+    adapter: &Adapter,
+    instance_id: &str,
+    entry: &DirEntry,
+    deadline: tokio::time::Instant,
+) -> Result<Member, Failure> {
+    let files = vec![ReadFilesEntry {
+        path: entry.path.clone(),
+        maximum_bytes: MAX_READ_FILE_BYTES,
+    }];
+    let Ok(outcomes) =
+        tokio::time::timeout_at(deadline, adapter.read_files(instance_id, files)).await
+    else {
+        return Ok(Member::Skip(
+            "grew while being copied; the output copy's deadline passed before it was read again"
+                .into(),
+        ));
+    };
+    Ok(match outcomes?.into_iter().next() {
+        Some(ReadFileOutcome::Read { content_base64, .. }) => Member::Write(
+            content_base64.0,
+            Some(format!(
+                "grew from {} bytes while being copied; copied as read",
+                entry.size_bytes
+            )),
+        ),
+        Some(other) => match checked_bytes(entry, other) {
+            Member::Skip(what) => Member::Skip(what),
+            Member::Write(..) => Member::Skip("changed while being copied".into()),
+        },
+        None => Member::Skip("changed while being copied".into()),
+    })
 }
 
 /// Budget groups for readFiles: at most 1,024 files and 128 MiB each.

@@ -28,6 +28,20 @@ pub const EXIT_TIMED_OUT: u8 = 124;
 /// How long a durable run's snapshot is retained, in seconds (24 h).
 pub const SNAPSHOT_RETENTION_SECONDS: i64 = 24 * 60 * 60;
 
+/// Least time the output copy gets, in seconds, even when the workload
+/// used its whole timeout.
+pub const OUTPUT_COPY_MIN_SECONDS: u64 = 5;
+
+/// The output copy's deadline: the run's deadline (the workload's start
+/// plus its timeout), but at least [`OUTPUT_COPY_MIN_SECONDS`] from now.
+pub fn copy_deadline(
+    workload_started: tokio::time::Instant,
+    timeout_seconds: u32,
+) -> tokio::time::Instant {
+    let run = workload_started + std::time::Duration::from_secs(u64::from(timeout_seconds));
+    run.max(tokio::time::Instant::now() + std::time::Duration::from_secs(OUTPUT_COPY_MIN_SECONDS))
+}
+
 /// Slack added to the workload's timeout for the instance's hard expiry,
 /// in seconds: staging, activation, output copy and release fit in it.
 pub const EXPIRY_SLACK_SECONDS: i64 = 60 * 60;
@@ -127,9 +141,7 @@ pub struct RunOutcome {
 impl RunOutcome {
     /// False when some output file was skipped or not written.
     pub fn outputs_complete(&self) -> bool {
-        self.outputs
-            .as_ref()
-            .is_none_or(|r| r.skipped.is_empty() && r.unwritten.is_empty())
+        self.outputs.as_ref().is_none_or(CopyReport::complete)
     }
 }
 
@@ -315,6 +327,7 @@ async fn flow(
     }
     adapter.activate(&id).await?;
     tracing::info!(instance_id = %id, "workload started");
+    let workload_started = tokio::time::Instant::now();
 
     let status = match &plan.prompt {
         None => {
@@ -335,7 +348,8 @@ async fn flow(
 
     let outputs = match &plan.outputs {
         Some(dir) => {
-            let report = copy_outputs(&adapter, &id, dir).await?;
+            let deadline = copy_deadline(workload_started, plan.command.timeout_seconds);
+            let report = copy_outputs(&adapter, &id, dir, deadline).await?;
             observer.event(Event::OutputsCopied {
                 dir,
                 report: &report,

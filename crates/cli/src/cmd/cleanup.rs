@@ -7,7 +7,7 @@ use checkfu_sandbox_runtime::SandboxRuntime;
 
 use super::fail::Failure;
 use super::out::StdoutGone;
-use super::ProviderFlags;
+use super::{ProviderArg, ProviderChoice, ProviderFlags};
 
 /// Flags of `checkfu sandbox cleanup`.
 #[derive(Debug, clap::Args)]
@@ -27,6 +27,14 @@ Examples:
   checkfu sandbox cleanup --provider docker                    # orphans older than 1h
   checkfu sandbox cleanup --provider docker --older-than 30m --dry-run
   CHECKFU_SCOPE=ci checkfu sandbox cleanup --provider docker --older-than 0s
+  checkfu sandbox cleanup --provider docker --scope conf-4242-0   # what a killed `sandbox test` left
+  checkfu sandbox cleanup --provider docker --all-scopes --dry-run
+
+--scope NAME (repeatable) sweeps those scopes instead of the CLI's; --all-scopes every scope a \
+checkfu.sandbox.scope label names at the daemon. A conformance scope (conf-*) belongs to a \
+`checkfu sandbox test` run, whose own teardown removes it; when its process died first, the \
+scope is swept whole: every instance, snapshot, listener container, image and its network, \
+whatever --older-than says (--dry-run lists its instances and snapshots).
 
 Exit status: 0; 2 for a malformed duration; 125 when the provider failed; 141 when stdout was \
 closed early (as a SIGPIPE death)."
@@ -41,6 +49,12 @@ pub struct CleanupArgs {
     /// List what would be removed without removing it.
     #[arg(long)]
     pub dry_run: bool,
+    /// Sweep this Docker scope instead of the CLI's (repeatable).
+    #[arg(long = "scope", value_name = "NAME", conflicts_with = "all_scopes")]
+    pub scopes: Vec<String>,
+    /// Sweep every Docker scope a label names at the daemon.
+    #[arg(long)]
+    pub all_scopes: bool,
 }
 
 /// Units `--older-than` takes: seconds, minutes, hours and days, as
@@ -101,6 +115,7 @@ pub fn run(args: CleanupArgs) -> ExitCode {
         };
         let swept = super::until_stopped(sweep(
             &args,
+            &choice,
             backend.provider.clone(),
             backend.enrollment.as_ref(),
         ))
@@ -115,8 +130,59 @@ pub fn run(args: CleanupArgs) -> ExitCode {
     })
 }
 
-/// Sweeps (or lists) and prints; the inner result is stdout's.
+/// Sweeps (or lists) every scope asked for and prints; the inner result
+/// is stdout's.
 async fn sweep(
+    args: &CleanupArgs,
+    choice: &ProviderChoice,
+    provider: std::sync::Arc<dyn checkfu_sandbox_contract::SandboxProvider>,
+    enrollment: Option<&checkfu_sandbox_runtime::Enrollment>,
+) -> Result<Result<(), StdoutGone>, Failure> {
+    if args.scopes.is_empty() && !args.all_scopes {
+        return sweep_provider(args, provider, enrollment).await;
+    }
+    if !matches!(choice, ProviderChoice::Builtin(ProviderArg::Docker)) {
+        return Err(Failure::usage(
+            "--scope and --all-scopes name Docker scopes: use --provider docker",
+        ));
+    }
+    let scopes: Vec<String> = if args.all_scopes {
+        let probe = super::backend::open_docker_scope(&super::backend::scope()).await?;
+        checkfu_sandbox_docker::conformance::labelled_scopes(probe.docker())
+            .await
+            .map_err(Failure::checkfu)?
+            .into_iter()
+            .collect()
+    } else {
+        args.scopes.clone()
+    };
+    for scope in scopes {
+        let provider = super::backend::open_docker_scope(&scope).await?;
+        let conformance =
+            scope.starts_with(checkfu_sandbox_docker::conformance::CONFORMANCE_SCOPE_PREFIX);
+        if let Err(gone) = sweep_provider(args, std::sync::Arc::new(provider.clone()), None).await?
+        {
+            return Ok(Err(gone));
+        }
+        if conformance && !args.dry_run {
+            let problems =
+                checkfu_sandbox_docker::conformance::sweep_conformance_scope(&provider).await;
+            if !problems.is_empty() {
+                return Err(Failure::checkfu(format!(
+                    "conformance scope {scope}: {}",
+                    problems.join("; ")
+                )));
+            }
+            eprintln!(
+                "checkfu: removed conformance scope {scope} (its support objects and network)"
+            );
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// The runtime's cleanup (or its dry run) of one provider, printed.
+async fn sweep_provider(
     args: &CleanupArgs,
     provider: std::sync::Arc<dyn checkfu_sandbox_contract::SandboxProvider>,
     enrollment: Option<&checkfu_sandbox_runtime::Enrollment>,

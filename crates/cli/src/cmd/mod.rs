@@ -226,43 +226,85 @@ pub async fn docker_target(busybox: &Path) -> Result<Arc<dyn ConformanceTarget>,
 /// on it, in seconds.
 pub const CLOSE_TIMEOUT_SECONDS: u64 = 60;
 
+/// Exit status after SIGHUP.
+pub const EXIT_SIGHUP: u8 = 129;
 /// Exit status after SIGINT.
 pub const EXIT_SIGINT: u8 = 130;
+/// Exit status after SIGQUIT.
+pub const EXIT_SIGQUIT: u8 = 131;
 /// Exit status after SIGTERM.
 pub const EXIT_SIGTERM: u8 = 143;
 
-/// Which signal stopped checkfu.
+/// Which signal stopped checkfu: every signal that ends a terminal
+/// session or a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stop {
+    /// SIGHUP (the terminal went away).
+    Hangup,
     /// SIGINT (Ctrl-C).
     Interrupt,
+    /// SIGQUIT (Ctrl-\\).
+    Quit,
     /// SIGTERM.
     Terminate,
 }
 
 impl Stop {
-    /// The exit status: 130 or 143, as a shell reports a death by it.
+    /// The exit status, 128 + the signal's number, as a shell reports a
+    /// death by it: 129, 130, 131 or 143.
     pub fn code(self) -> u8 {
         match self {
+            Stop::Hangup => EXIT_SIGHUP,
             Stop::Interrupt => EXIT_SIGINT,
+            Stop::Quit => EXIT_SIGQUIT,
             Stop::Terminate => EXIT_SIGTERM,
         }
     }
 }
 
-/// Resolves at the first SIGINT or SIGTERM. The handlers are installed at
-/// the first poll; from then on neither signal kills checkfu.
+/// The handlers of every [`Stop`] signal, installed at creation; from then
+/// on none of these signals kills checkfu.
+pub struct StopSignals {
+    hup: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Installs the handlers.
+    ///
+    /// # Errors
+    /// The I/O error when a handler cannot be installed.
+    pub fn install() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            hup: signal(SignalKind::hangup())?,
+            int: signal(SignalKind::interrupt())?,
+            quit: signal(SignalKind::quit())?,
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Resolves at the first of these signals.
+    pub async fn recv(&mut self) -> Stop {
+        tokio::select! {
+            _ = self.hup.recv() => Stop::Hangup,
+            _ = self.int.recv() => Stop::Interrupt,
+            _ = self.quit.recv() => Stop::Quit,
+            _ = self.term.recv() => Stop::Terminate,
+        }
+    }
+}
+
+/// Resolves at the first SIGHUP, SIGINT, SIGQUIT or SIGTERM. The handlers
+/// are installed at the first poll; from then on none of them kills
+/// checkfu.
 ///
 /// # Errors
 /// The I/O error when a handler cannot be installed.
 pub async fn stop_signal() -> std::io::Result<Stop> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    tokio::select! {
-        _ = int.recv() => Ok(Stop::Interrupt),
-        _ = term.recv() => Ok(Stop::Terminate),
-    }
+    Ok(StopSignals::install()?.recv().await)
 }
 
 /// Runs `work` until SIGINT or SIGTERM. On a signal, `work` is dropped

@@ -4,8 +4,8 @@
 //! Flags are parsed into a [`RunPlan`] and checked ([`RunPlan::check`])
 //! before anything is provisioned: a flag that does not parse exits 2, an
 //! input the contract would refuse exits 125 with one line naming it. The
-//! session then runs with a cancellation token that SIGINT and SIGTERM
-//! fire; its events are printed by [`super::run_events`].
+//! session then runs with a cancellation token that SIGHUP, SIGINT,
+//! SIGQUIT and SIGTERM fire; its events are printed by [`super::run_events`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,8 +49,8 @@ signal N ended it; 125 when checkfu or the provider failed (one line on stderr: 
 closed error tag, operation, field and values), or when the output copy is incomplete
 (the workload's status is reported on stderr first); 126/127 when the command could
 not be executed / was not found (as the provider reports them); 2 for a flag that
-does not parse; 130/143 when checkfu itself got SIGINT/SIGTERM (the instance is
-destroyed first); 141 when stdout was closed by its reader (the run still finishes
+does not parse (also --timeout 0 and a relative --workdir); 129/130/131/143 when
+checkfu itself got SIGHUP/SIGINT/SIGQUIT/SIGTERM (the instance is destroyed first); 141 when stdout was closed by its reader (the run still finishes
 and releases the instance).")]
 pub struct RunArgs {
     /// Provider to run on.
@@ -107,6 +107,17 @@ pub struct RunArgs {
 /// A usage failure (exit 2) for a flag that does not parse; a 125 failure
 /// naming the input for one the contract refuses.
 pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
+    if args.timeout == 0 {
+        return Err(Failure::usage(
+            "--timeout 0: the bound must be at least 1 second",
+        ));
+    }
+    if !args.workdir.starts_with('/') {
+        return Err(Failure::usage(format!(
+            "--workdir {}: the working directory must be an absolute path in the sandbox",
+            args.workdir
+        )));
+    }
     let mut mounts = Vec::new();
     for text in &args.mounts {
         let (host, path, access) = parse_mount(text)?;
@@ -168,18 +179,15 @@ pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
     Ok(plan)
 }
 
-/// SIGINT and SIGTERM, installed now, fire `cancel`; the handle yields the
-/// signal that did.
+/// SIGHUP, SIGINT, SIGQUIT and SIGTERM, installed now, fire `cancel`; the
+/// handle yields the signal that did.
 fn watch_signals(
     cancel: CancellationToken,
 ) -> std::io::Result<tokio::task::JoinHandle<Option<Stop>>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
+    let mut signals = super::StopSignals::install()?;
     Ok(tokio::spawn(async move {
         let stop = tokio::select! {
-            _ = int.recv() => Stop::Interrupt,
-            _ = term.recv() => Stop::Terminate,
+            stop = signals.recv() => stop,
             () = cancel.cancelled() => return None,
         };
         cancel.cancel();
@@ -201,7 +209,11 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    ExitCode::from(runtime.block_on(session(choice, plan)))
+    let code = runtime.block_on(session(choice, plan));
+    // A provider's blocking work abandoned at a deadline (a listing past
+    // the output copy's deadline) must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    ExitCode::from(code)
 }
 
 async fn session(choice: ProviderChoice, plan: RunPlan) -> u8 {

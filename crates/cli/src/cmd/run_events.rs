@@ -49,6 +49,13 @@ impl Observer for Printer {
                         MAX_READ_FILE_BYTES / (1024 * 1024)
                     );
                 }
+                for c in &report.changed {
+                    let verdict = if c.copied { "" } else { "; not copied" };
+                    eprintln!("checkfu: --outputs: {}: {}{verdict}", c.path, c.what);
+                }
+                if let Some(why) = &report.deadline_passed {
+                    eprintln!("checkfu: --outputs: {why}");
+                }
                 for (path, why) in &report.unwritten {
                     eprintln!(
                         "checkfu: --outputs {}: {path} not copied: {why}",

@@ -279,7 +279,7 @@ pub(super) async fn run(ctx: &Ctx) -> Step<()> {
             .find(|e| e.path == output("copy.txt"));
         ensure(
             copy.is_some_and(|e| {
-                e.size_bytes == data.len() as u64 && e.sha256 == sha256_digest(&data)
+                e.size_bytes == data.len() as u64 && e.sha256 == Some(sha256_digest(&data))
             }),
             "listDir of the output tree",
             || {

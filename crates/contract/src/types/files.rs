@@ -17,6 +17,28 @@ pub struct WriteFileRequest {
     pub path: String,
     /// Content, at most 16 MiB.
     pub content_base64: Bytes,
+    /// Permission bits of the file written (`0o000..=0o777`, a JSON
+    /// integer, e.g. `493` for `0o755`). Absent means `0o644`. No set-id
+    /// or sticky bits. The provider applies exactly these bits (no umask)
+    /// and creates every missing parent directory (`0o755`). Added to
+    /// `checkfu.sandbox/v1` as an optional member: a request that needs
+    /// no more than `0o644` omits it (decision 016).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(max = 511)))]
+    pub mode: Option<u32>,
+}
+
+/// The permission bits a writeFile without `mode` applies (`0o644`).
+pub const DEFAULT_FILE_MODE: u32 = 0o644;
+
+/// The largest permission bits writeFile accepts (`0o777`).
+pub const MAX_FILE_MODE: u32 = 0o777;
+
+impl WriteFileRequest {
+    /// The permission bits to apply: `mode`, or [`DEFAULT_FILE_MODE`].
+    pub fn effective_mode(&self) -> u32 {
+        self.mode.unwrap_or(DEFAULT_FILE_MODE)
+    }
 }
 
 /// readFile: one file under `allowed_root`, physically contained.
@@ -156,8 +178,12 @@ pub struct DirEntry {
     pub path: String,
     /// Size in bytes.
     pub size_bytes: u64,
-    /// SHA-256 of the content.
-    pub sha256: Digest,
+    /// SHA-256 of the content. Present for every file of at most 16 MiB;
+    /// may be absent (and a provider should leave it absent) for a larger
+    /// file, whose body no read member can return: the listing then never
+    /// reads it (decision 018).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<Digest>,
 }
 
 /// listDir's result.

@@ -406,4 +406,29 @@ pub(super) fn decode_invalid(v: &mut Vectors) {
         "profile.network_policy.destinations[0].port",
         "rejects",
     );
+    let write = |mode: Value| json!({"instance_id": "inst-1", "path": "/workspace/project/run.sh", "content_base64": "YQ==", "mode": mode});
+    v.bad_decode(
+        "write-file-mode-string",
+        "Permission bits as an octal string instead of a JSON integer.",
+        "WriteFileRequest",
+        write(json!("0755")),
+        "mode",
+        "rejects",
+    );
+    v.bad_decode(
+        "write-file-mode-fraction",
+        "Permission bits that are not an integer.",
+        "WriteFileRequest",
+        write(json!(420.5)),
+        "mode",
+        "rejects",
+    );
+    v.bad_decode(
+        "write-file-mode-negative",
+        "Negative permission bits.",
+        "WriteFileRequest",
+        write(json!(-1)),
+        "mode",
+        "rejects",
+    );
 }

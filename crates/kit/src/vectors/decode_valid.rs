@@ -65,7 +65,14 @@ pub(super) fn decode_valid(v: &mut Vectors) {
             instance_id: "inst-1".into(),
             path: "/mnt/session/outputs/a.txt".into(),
             content_base64: Bytes::from("hi"),
+            mode: None,
         }),
+    );
+    v.ok_decode(
+        "decode-write-file-request-mode",
+        "Permission bits as a JSON integer: 493 is 0o755 (absent means 0o644).",
+        "WriteFileRequest",
+        json!({"instance_id": "inst-1", "path": "/workspace/project/run.sh", "content_base64": "YQ==", "mode": 493}),
     );
     v.ok_decode(
         "decode-activate-request",
@@ -141,6 +148,12 @@ pub(super) fn decode_valid(v: &mut Vectors) {
         json!({"instance_id": "inst-1", "root": "/workspace/project", "max_entries": 100000}),
     );
     v.ok_decode("decode-list-dir-result", "Regular files with size and SHA-256.", "ListDirResult", json!({"entries": [{"path": "/workspace/project/a", "size_bytes": 5, "sha256": digest('3')}]}));
+    v.ok_decode(
+        "decode-list-dir-result-large-unhashed",
+        "A file over 16 MiB listed without a digest: its body is never read.",
+        "ListDirResult",
+        json!({"entries": [{"path": "/mnt/session/outputs/s", "size_bytes": 25_769_803_776u64}]}),
+    );
     v.ok_decode(
         "decode-list-project-dir-request",
         "listProjectDir.",

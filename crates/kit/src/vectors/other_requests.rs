@@ -44,6 +44,8 @@ pub(super) fn validate_other(v: &mut Vectors) {
     let ty = "WriteFileRequest";
     v.ok_validate("validate-write-file-baseline", "A normalized path and small content.", ty, json!({"request": {"instance_id": "inst-1", "path": "/mnt/session/outputs/a", "content_base64": "YQ=="}}));
     v.bad_validate("validate-write-file-empty-component", "A path with an empty component.", ty, json!({"request": {"instance_id": "inst-1", "path": "/mnt/session//outputs/a", "content_base64": "YQ=="}}), "write_file", "path", "accepts");
+    v.ok_validate("validate-write-file-mode-0777", "The largest permission bits, 0o777 (511).", ty, json!({"request": {"instance_id": "inst-1", "path": "/workspace/project/run.sh", "content_base64": "YQ==", "mode": 511}}));
+    v.bad_validate("validate-write-file-mode-over-0777", "Permission bits 0o1000 (512): set-id and sticky bits are not part of writeFile.", ty, json!({"request": {"instance_id": "inst-1", "path": "/workspace/project/run.sh", "content_base64": "YQ==", "mode": 512}}), "write_file", "mode", "rejects");
 
     let ty = "ActiveWriteRequest";
     let batch = |tx: &str, paths: &[&str]| {

@@ -262,6 +262,24 @@ pub async fn list_containers_by_labels(
     Ok(docker.list_containers(Some(opts)).await?)
 }
 
+/// Lists every container (running or not) carrying the label `key`,
+/// whatever its value.
+///
+/// # Errors
+///
+/// [`DaemonError::Docker`] for daemon failures.
+pub async fn list_containers_by_label_key(
+    docker: &Docker,
+    key: &str,
+) -> Result<Vec<ContainerSummary>, DaemonError> {
+    let filters = HashMap::from([("label".to_string(), vec![key.to_string()])]);
+    let opts = ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    Ok(docker.list_containers(Some(opts)).await?)
+}
+
 /// Lists every container (running or not) carrying all of `labels` and
 /// created from `image` (a tag or id).
 ///

@@ -55,7 +55,10 @@ use tokio::io::AsyncWriteExt;
 use super::DaemonError;
 use super::{
     containers::inspect_container,
-    proctree::{locate_exec, validate_host_pid, ExecProcess, ProcessSignal, INSPECT_PROMPT},
+    proctree::{
+        kill_namespace_except_init, locate_exec, validate_host_pid, ExecProcess, ProcessSignal,
+        INSPECT_PROMPT,
+    },
     start_failure::{StartFailure, START_MESSAGE_MAX},
 };
 
@@ -196,11 +199,34 @@ pub(super) fn exec_config(
     }
 }
 
+/// SIGKILL to every process of the container but its init
+/// ([`kill_namespace_except_init`]); a failure is logged (the group kill
+/// already ran, and the instance's destroy ends the rest).
+async fn kill_instance_tree(docker: &Docker, container_id: &str) {
+    let pid = match inspect_container(docker, container_id).await {
+        Ok(c) => c.and_then(|c| c.state).and_then(|s| s.pid).unwrap_or(0),
+        Err(e) => {
+            tracing::warn!(container_id, error = %e, "cannot inspect the container to kill its process tree");
+            return;
+        }
+    };
+    if pid <= 0 {
+        return;
+    }
+    match tokio::task::spawn_blocking(move || kill_namespace_except_init(pid)).await {
+        Ok(Ok(n)) => tracing::debug!(container_id, killed = n, "process tree killed"),
+        Ok(Err(why)) => tracing::warn!(container_id, why, "process tree not killed"),
+        Err(e) => tracing::warn!(container_id, error = %e, "process tree kill task failed"),
+    }
+}
+
 /// Runs `request` in a running container with bounded output and time.
 ///
 /// Output is counted here (bollard's buffer is no limit). A stream that
 /// passes `output_limit_bytes`, or the timeout, kills the command's whole
-/// process group; the stream keeps being drained (and discarded) while the
+/// process group; past the timeout every other process of the container
+/// but its init dies too ([`kill_namespace_except_init`]: what left the
+/// group with `setsid`); the stream keeps being drained (and discarded) while the
 /// kill takes effect, for at most [`KILL_DRAIN_GRACE`]. The exit code is
 /// read after both streams reached EOF, once `ExecInspect` says the process
 /// is no longer running. See the module documentation for background
@@ -261,6 +287,7 @@ pub async fn exec_bounded(
     let mut overflow: Option<OutputStream> = None;
     let mut timed_out = false;
     let mut group_killed = false;
+    let mut tree_killed = false;
     let mut abandoned_stream = false;
     let mut drain_until: Option<tokio::time::Instant> = None;
     let mut main_exited_at: Option<tokio::time::Instant> = None;
@@ -340,6 +367,12 @@ pub async fn exec_bounded(
         if overflow.is_some() && drain_until.is_none() {
             kill(&mut group_killed);
             drain_until = Some(tokio::time::Instant::now() + KILL_DRAIN_GRACE);
+        }
+        if timed_out && !tree_killed {
+            // Past its timeout the instance's whole process tree dies, also
+            // what left the exec's group with `setsid`.
+            tree_killed = true;
+            kill_instance_tree(docker, container_id).await;
         }
     }
     drop(output);

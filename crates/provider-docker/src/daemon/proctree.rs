@@ -17,8 +17,9 @@
 //! process) and leads its own group there. Once validated, the group ID
 //! cannot be recycled while any member lives, so a later `kill(-pgid)`
 //! reaches only that command's processes (or nothing). A process that
-//! calls `setsid` escapes the group: that is the documented limit of this
-//! approach. When the PID is not usable (remote or rootless daemon,
+//! calls `setsid` escapes the group; on a timeout
+//! [`kill_namespace_except_init`] therefore kills every process of the
+//! container's PID namespace but its init. When the PID is not usable (remote or rootless daemon,
 //! `/proc` not shared) the handle reports `killable() == false` and kill
 //! requests fail with [`DaemonError::KillUnavailable`]; the provider then
 //! has to stop the container.
@@ -204,6 +205,58 @@ fn group_has_member_in(pgid: i64, ns: &Path) -> bool {
         pgrp == Some(pgid)
             && std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|l| l == ns)
     })
+}
+
+/// Most rounds [`kill_namespace_except_init`] makes: each round kills
+/// what it finds; a process forked meanwhile is found by the next.
+const NAMESPACE_KILL_ROUNDS: usize = 8;
+
+/// Sends SIGKILL to every process of the PID namespace of the container
+/// whose init has host PID `container_pid`, except that init: the whole
+/// process tree of the instance, including what escaped an exec's group
+/// with `setsid`. Rounds repeat (at most eight) until one finds nothing.
+/// Each process is matched by its `/proc/<pid>/ns/pid` link just before it
+/// is signalled. Returns how many processes were signalled.
+///
+/// # Errors
+///
+/// The reason when the init's namespace cannot be read (remote or
+/// rootless daemon, `/proc` not shared).
+pub fn kill_namespace_except_init(container_pid: i64) -> Result<usize, String> {
+    let ns = std::fs::read_link(format!("/proc/{container_pid}/ns/pid"))
+        .map_err(|e| format!("pid namespace of container init {container_pid} unreadable: {e}"))?;
+    let mut killed = 0;
+    for _ in 0..NAMESPACE_KILL_ROUNDS {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            break;
+        };
+        let mut found = 0;
+        for e in dir.filter_map(Result::ok) {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            if i64::from(pid) == container_pid
+                || !std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|l| l == ns)
+            {
+                continue;
+            }
+            // A zombie needs no signal; its parent (the init) reaps it.
+            if proc_stat(i64::from(pid)).is_some_and(|(state, _)| state == 'Z') {
+                continue;
+            }
+            if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                if rustix::process::kill_process(p, rustix::process::Signal::KILL).is_ok() {
+                    found += 1;
+                }
+            }
+        }
+        killed += found;
+        if found == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(killed)
 }
 
 /// Validates host PID `pid` as the group leader of an exec inside the

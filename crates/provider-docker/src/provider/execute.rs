@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use checkfu_sandbox_contract::bounds::{self, exec_argument_space};
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 
@@ -25,6 +26,22 @@ impl Inner {
             return Err(SandboxError::conflict(OP, "active", rec.state.as_str()));
         }
         let c = request.command;
+        let started_at = inner.clock.now();
+        if let Some(reason) = over_argument_space(&c.executable, &c.arguments, &c.environment) {
+            // The kernel would refuse the execve (E2BIG): reported as could
+            // not be executed, without starting anything.
+            return Ok(SandboxCommandResult {
+                exit: ExitCause::ExitCode(126),
+                stdout_base64: Bytes(Vec::new()),
+                stderr_base64: Bytes(format!("{reason}\n").into_bytes()),
+                started_at,
+                finished_at: inner.clock.now().max(started_at),
+            });
+        }
+        let space = exec_argument_space(
+            std::iter::once(c.executable.as_str()).chain(c.arguments.iter().map(String::as_str)),
+            c.environment.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
         let mut argv = Vec::with_capacity(c.arguments.len() + 1);
         argv.push(c.executable);
         argv.extend(c.arguments);
@@ -42,7 +59,6 @@ impl Inner {
             timeout: Duration::from_secs(u64::from(c.timeout_seconds)),
             reap_group_on_exit: true,
         };
-        let started_at = inner.clock.now();
         let report = daemon::exec_bounded(&inner.docker, &container_name(&rec.instance_id), &exec)
             .await
             .map_err(|e| daemon_error(OP, &e))?;
@@ -55,7 +71,13 @@ impl Inner {
             } => {
                 let code = u8::try_from(code)
                     .map_err(|_| provider_error(OP, format!("exit code {code} out of range")))?;
-                (ExitCause::ExitCode(code), stdout, stderr)
+                if code == 1 && stdout.is_empty() && runtime_e2big(&stderr, space) {
+                    // runc's own report of a refused execve (the argument
+                    // space of the image's environment added): 126.
+                    (ExitCause::ExitCode(126), stdout, stderr)
+                } else {
+                    (ExitCause::ExitCode(code), stdout, stderr)
+                }
             }
             daemon::ExecOutcome::TimedOut { stdout, stderr } => {
                 (ExitCause::TimedOut, stdout, stderr)
@@ -97,5 +119,64 @@ impl Inner {
             started_at,
             finished_at,
         })
+    }
+}
+
+/// The reason a command's argv and environment are over the kernel's
+/// argument space as the contract models it
+/// ([`bounds::EXEC_ARGUMENT_SPACE_BYTES`]), or `None` when they fit.
+pub(crate) fn over_argument_space(
+    executable: &str,
+    arguments: &[String],
+    environment: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
+    let space = exec_argument_space(
+        std::iter::once(executable).chain(arguments.iter().map(String::as_str)),
+        environment.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    (space > bounds::EXEC_ARGUMENT_SPACE_BYTES).then(|| {
+        format!(
+            "{executable}: Argument list too long (arguments and environment take {space} bytes, \
+over the kernel's {}); not executed",
+            bounds::EXEC_ARGUMENT_SPACE_BYTES
+        )
+    })
+}
+
+/// Least argument space (bytes) at which a refused execve is believed
+/// from the runtime's message: far above any ordinary command, so a
+/// workload printing the same line with a short argv is never reclassified.
+const E2BIG_PLAUSIBLE_BYTES: u64 = bounds::EXEC_ARGUMENT_SPACE_BYTES / 2;
+
+/// Whether `stderr` is exactly runc's one-line report of an execve that
+/// failed with E2BIG (`exec PATH: argument list too long`), for a command
+/// whose argument space makes that plausible.
+fn runtime_e2big(stderr: &[u8], space: u64) -> bool {
+    if space < E2BIG_PLAUSIBLE_BYTES {
+        return false;
+    }
+    let Ok(text) = std::str::from_utf8(stderr) else {
+        return false;
+    };
+    let line = text.strip_suffix('\n').unwrap_or(text);
+    !line.contains('\n') && line.starts_with("exec ") && line.ends_with(": argument list too long")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_execve_is_recognised_only_with_a_plausible_argument_space() {
+        let line = b"exec /bin/true: argument list too long\n";
+        assert!(runtime_e2big(line, bounds::EXEC_ARGUMENT_SPACE_BYTES));
+        assert!(!runtime_e2big(line, 1_000));
+        assert!(!runtime_e2big(
+            b"x\nexec /bin/true: argument list too long\n",
+            bounds::EXEC_ARGUMENT_SPACE_BYTES
+        ));
+        let big = vec!["a".repeat(64_000); 33];
+        assert!(over_argument_space("true", &big, &Default::default()).is_some());
+        assert!(over_argument_space("true", &big[..32], &Default::default()).is_none());
     }
 }

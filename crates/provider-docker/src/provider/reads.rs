@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use checkfu_sandbox_contained::{self as contained, ContainedError};
-use checkfu_sandbox_contract::bounds::MAX_LIST_ENTRIES;
+use checkfu_sandbox_contract::bounds::{MAX_FILE_BYTES, MAX_LIST_ENTRIES};
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 
@@ -80,6 +80,7 @@ impl Inner {
         rec: &InstanceRecord,
         root: &str,
         max_entries: u32,
+        hash_limit: Option<u64>,
     ) -> impl std::future::Future<Output = Result<Vec<leaves::Leaf>, SandboxError>> + Send + 'static
     {
         let host = self.root_dir(operation, rec, root);
@@ -99,7 +100,7 @@ impl Inner {
                 let mut attempt = 0;
                 loop {
                     attempt += 1;
-                    match leaves::walk_leaves(std::os::fd::AsFd::as_fd(&fd), bound) {
+                    match leaves::walk_leaves(std::os::fd::AsFd::as_fd(&fd), bound, hash_limit) {
                         Err(ContainedError::Io { .. }) if attempt < LISTING_ATTEMPTS => continue,
                         other => return other,
                     }
@@ -182,9 +183,16 @@ impl ListDirMember for DockerProvider {
     async fn list_dir(&self, request: ListDirRequest) -> Result<ListDirResult, SandboxError> {
         const OP: &str = op::LIST_DIR;
         let rec = self.inner.load_instance(OP, &request.instance_id)?;
+        // A body over 16 MiB is never read: no member returns it.
         let leaves = self
             .inner
-            .listing(OP, &rec, &request.root, request.max_entries)
+            .listing(
+                OP,
+                &rec,
+                &request.root,
+                request.max_entries,
+                Some(MAX_FILE_BYTES),
+            )
             .await?;
         let entries: Vec<DirEntry> = leaves
             .into_iter()
@@ -194,7 +202,7 @@ impl ListDirMember for DockerProvider {
                 } => Some(DirEntry {
                     path: join(&request.root, &l.path),
                     size_bytes,
-                    sha256: Digest::from_sha256_bytes(sha256),
+                    sha256: sha256.map(Digest::from_sha256_bytes),
                 }),
                 _ => None,
             })
@@ -216,18 +224,22 @@ impl ListProjectDirMember for DockerProvider {
         let rec = self.inner.load_instance(OP, &request.instance_id)?;
         let leaves = self
             .inner
-            .listing(OP, &rec, &request.root, request.max_entries)
+            .listing(OP, &rec, &request.root, request.max_entries, None)
             .await?;
         let entries: Vec<ProjectEntry> = leaves
             .into_iter()
             .filter_map(|l| {
                 let kind = match l.kind {
                     LeafKind::RegularFile {
-                        size_bytes, sha256, ..
+                        size_bytes,
+                        sha256: Some(sha256),
+                        ..
                     } => ProjectEntryKind::Regular {
                         size_bytes,
                         sha256: Digest::from_sha256_bytes(sha256),
                     },
+                    // Not reached: this listing hashes every file.
+                    LeafKind::RegularFile { sha256: None, .. } => ProjectEntryKind::Other,
                     LeafKind::Symlink { target } => ProjectEntryKind::Symlink {
                         target: target.to_string_lossy().into_owned(),
                     },

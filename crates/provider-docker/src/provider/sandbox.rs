@@ -108,10 +108,25 @@ impl SandboxProvider for DockerProvider {
         let host = inner.host_dir(&rec.instance_id, home);
         let owner = owner_of(&rec.request, home);
         let path = request.path.clone();
+        let mode = request.effective_mode();
+        if mode > MAX_FILE_MODE {
+            return Err(SandboxError::invalid_request(
+                OP,
+                "mode",
+                "permission bits of at most 0o777",
+                format!("0o{mode:o}"),
+            ));
+        }
         let content = request.content_base64.0;
         blocking(OP, move || {
             contained::open_root(&host).and_then(|root| {
-                contained::replace_beneath(std::os::fd::AsFd::as_fd(&root), &rel, &content, owner)
+                contained::replace_beneath_mode(
+                    std::os::fd::AsFd::as_fd(&root),
+                    &rel,
+                    &content,
+                    owner,
+                    mode,
+                )
             })
         })
         .await?

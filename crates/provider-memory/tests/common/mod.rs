@@ -110,6 +110,7 @@ pub async fn active_with(
             instance_id: id.clone(),
             path: path.to_string(),
             content_base64: Bytes(bytes.to_vec()),
+            mode: None,
         })
         .await
         .unwrap();

@@ -1125,7 +1125,7 @@ impl ListDirMember for Scripted {
                 .map(|(path, c)| DirEntry {
                     path,
                     size_bytes: c.len() as u64,
-                    sha256: sha256(&c),
+                    sha256: Some(sha256(&c)),
                 })
                 .collect(),
         };

@@ -1,0 +1,460 @@
+//! Launch parity: one table of edge cases of execute (working directory,
+//! command lookup, permission bits staged from a host folder and from Git,
+//! the kernel's argument space, environment, signal exits) run through the
+//! runtime on every provider, each row asserting the same outcome on each
+//! (decision 017). A provider joins by one line in
+//! [`PROVIDERS`].
+//!
+//! Gate: without a Docker daemon the Docker row prints a `SKIP` line,
+//! except under `CI=true`, where it fails. The Docker instance lives in a
+//! scope of its own that is swept and checked empty at the end.
+
+// A test crate: its items are not a public API.
+#![allow(missing_docs)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use checkfu_sandbox_contract::*;
+use checkfu_sandbox_docker::{daemon, fixture, host_platform, DockerConfig, DockerProvider};
+use checkfu_sandbox_memory::MemoryProvider;
+use checkfu_sandbox_runtime::staging::{stage_folder, stage_git};
+use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
+use sha2::Digest as _;
+
+/// A provider under test: its name and how to get an adapter, a root
+/// image and a teardown (or why it is skipped).
+type Setup = fn() -> futures::future::BoxFuture<'static, Option<Target>>;
+
+/// Every provider the table runs on; a new provider adds one line.
+const PROVIDERS: &[(&str, Setup)] = &[("memory", memory_target), ("docker", docker_target)];
+
+struct Target {
+    adapter: Adapter,
+    root_image: ImageReference,
+    platform: Platform,
+    resources: Resources,
+    expires_at: Timestamp,
+    teardown: Option<Box<dyn FnOnce() -> Result<(), String> + Send + Sync>>,
+}
+
+fn memory_target() -> futures::future::BoxFuture<'static, Option<Target>> {
+    Box::pin(async {
+        let clock = ManualClock::new(Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap());
+        let mut runtime = SandboxRuntime::new(Arc::new(clock.clone()));
+        runtime.register(Arc::new(MemoryProvider::new(clock.clone())));
+        Some(Target {
+            adapter: runtime.adapter("memory").expect("adapter"),
+            root_image: ImageReference::parse(&format!("checkfu-memory@sha256:{}", "0".repeat(64)))
+                .unwrap(),
+            platform: Platform {
+                os: Os::Linux,
+                architecture: Architecture::Amd64,
+            },
+            resources: Resources::default(),
+            expires_at: clock.now().add_seconds(3600),
+            teardown: None,
+        })
+    })
+}
+
+fn skip(why: &str) -> Option<Target> {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("docker: CI=true and {why}");
+    }
+    eprintln!("SKIP docker row: {why} (set CI=true to make this a failure)");
+    None
+}
+
+fn docker_target() -> futures::future::BoxFuture<'static, Option<Target>> {
+    Box::pin(async {
+        let docker = match daemon::connect().await {
+            Ok(d) => match d.ping().await {
+                Ok(_) => d,
+                Err(e) => return skip(&format!("daemon ping failed: {e}")),
+            },
+            Err(e) => return skip(&format!("no daemon: {e}")),
+        };
+        let busybox = std::env::var("CHECKFU_BUSYBOX")
+            .unwrap_or_else(|_| fixture::DEFAULT_BUSYBOX_PATH.to_string());
+        let pinned = fixture::ensure_fixture(&docker, Path::new(&busybox), &mut |line| {
+            eprintln!("fixture: {line}")
+        })
+        .await
+        .expect("fixture image (install Debian's busybox-static)");
+        let unique = format!(
+            "parity-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        );
+        let hash = fixture::hex(&sha2::Sha256::digest(unique.as_bytes()));
+        let scope = format!("t-{}", &hash[..16]);
+        let state_dir = std::env::temp_dir().join(format!("checkfu-provider-{scope}"));
+        let provider = DockerProvider::with_docker(
+            docker,
+            DockerConfig {
+                state_dir: state_dir.clone(),
+                scope: scope.clone(),
+                clock: Arc::new(SystemClock),
+            },
+        )
+        .expect("provider");
+        let mut runtime = SandboxRuntime::new(Arc::new(SystemClock));
+        runtime.register(Arc::new(provider.clone()));
+        let teardown = move || sweep(provider, scope, state_dir);
+        Some(Target {
+            adapter: runtime.adapter("docker").expect("adapter"),
+            root_image: ImageReference::parse(&pinned).unwrap(),
+            platform: host_platform(),
+            resources: Resources {
+                cpu_millis: Some(1000),
+                memory_bytes: Some(256 << 20),
+                pids: Some(256),
+                disk_bytes: None,
+            },
+            expires_at: Timestamp::now().add_seconds(900),
+            teardown: Some(Box::new(teardown)),
+        })
+    })
+}
+
+/// Destroys everything of `scope` and checks that nothing is left.
+fn sweep(provider: DockerProvider, scope: String, state_dir: PathBuf) -> Result<(), String> {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async move {
+                let problems = provider.destroy_all().await;
+                if !problems.is_empty() {
+                    return Err(problems.join("; "));
+                }
+                let (c, i) = provider
+                    .scope_leftovers()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let _ = std::fs::remove_dir_all(&state_dir);
+                if !c.is_empty() || !i.is_empty() {
+                    return Err(format!("scope {scope} leaked {c:?} {i:?}"));
+                }
+                Ok(())
+            })
+    })
+    .join()
+    .expect("sweep thread")
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(o.status.success(), "git {args:?}: {o:?}");
+    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+}
+
+/// The host folder staged at `/src`: an executable script (0755), a data
+/// file (0644), a private executable two directories down (0700).
+fn host_folder(dir: &Path) {
+    let write = |rel: &str, bytes: &[u8], mode: u32| {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, bytes).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    write("run.sh", b"#!/bin/sh\necho ran\n", 0o755);
+    write("data.txt", b"data\n", 0o644);
+    write("deep/er/tool.sh", b"#!/bin/sh\necho deep\n", 0o700);
+}
+
+/// A repository whose `bin/git.sh` is `100755` and `plain.sh` `100644`.
+fn git_repo(dir: &Path) -> String {
+    git(dir, &["init", "-q"]);
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::write(dir.join("bin/git.sh"), b"#!/bin/sh\necho from-git\n").unwrap();
+    std::fs::write(dir.join("plain.sh"), b"#!/bin/sh\necho plain\n").unwrap();
+    git(dir, &["add", "-A"]);
+    git(dir, &["update-index", "--chmod=+x", "bin/git.sh"]);
+    git(dir, &["update-index", "--chmod=-x", "plain.sh"]);
+    git(dir, &["commit", "-q", "-m", "fixture"]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// One row: argv, working directory, environment, and the outcome every
+/// provider must give.
+struct Row {
+    name: &'static str,
+    argv: Vec<String>,
+    workdir: &'static str,
+    env: &'static [(&'static str, &'static str)],
+    exit: u8,
+    /// Text stdout must equal, when set.
+    stdout: Option<&'static str>,
+    /// Lines stdout must contain.
+    stdout_lines: &'static [&'static str],
+    /// Text stderr must contain (case-insensitive), when set.
+    stderr_has: Option<&'static str>,
+}
+
+fn argv(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+fn big_argv(n: usize) -> Vec<String> {
+    let mut v = vec!["true".to_string()];
+    v.extend(std::iter::repeat_n("a".repeat(64_000), n));
+    v
+}
+
+fn table() -> Vec<Row> {
+    let row = |name, a: Vec<String>, exit| Row {
+        name,
+        argv: a,
+        workdir: "/",
+        env: &[],
+        exit,
+        stdout: None,
+        stdout_lines: &[],
+        stderr_has: None,
+    };
+    vec![
+        Row {
+            stdout: Some("ran\n"),
+            ..row(
+                "executable script from a host folder",
+                argv(&["/src/run.sh"]),
+                0,
+            )
+        },
+        Row {
+            stdout: Some("deep\n"),
+            ..row(
+                "0700 script two directories down",
+                argv(&["/src/deep/er/tool.sh"]),
+                0,
+            )
+        },
+        Row {
+            stdout: Some("from-git\n"),
+            ..row("Git blob 100755", argv(&["/git/bin/git.sh"]), 0)
+        },
+        Row {
+            stderr_has: Some("permission denied"),
+            ..row(
+                "Git blob 100644 is not executable",
+                argv(&["/git/plain.sh"]),
+                126,
+            )
+        },
+        Row {
+            stderr_has: Some("permission denied"),
+            ..row("non-executable file", argv(&["/src/data.txt"]), 126)
+        },
+        row("directory as the command", argv(&["/src/deep"]), 126),
+        row("missing command", argv(&["no-such-command-xyz"]), 127),
+        row("missing command by path", argv(&["/src/no-such"]), 127),
+        Row {
+            workdir: "/no/such/dir",
+            stderr_has: Some("no such file or directory"),
+            ..row("missing working directory", argv(&["true"]), 126)
+        },
+        Row {
+            workdir: "/src/data.txt",
+            stderr_has: Some("not a directory"),
+            ..row("working directory is a file", argv(&["true"]), 126)
+        },
+        Row {
+            stdout: Some("/src/deep\n"),
+            workdir: "/src/deep",
+            ..row("working directory is used", argv(&["pwd"]), 0)
+        },
+        Row {
+            stderr_has: Some("argument list too long"),
+            ..row("argv over the kernel's argument space", big_argv(33), 126)
+        },
+        row(
+            "argv just within the kernel's argument space",
+            big_argv(32),
+            0,
+        ),
+        Row {
+            env: &[("EMPTY", ""), ("SPACED", "a b=c"), ("_U", "x")],
+            stdout_lines: &["EMPTY=", "SPACED=a b=c", "_U=x"],
+            ..row(
+                "environment: empty value, spaces and '='",
+                argv(&["env"]),
+                0,
+            )
+        },
+        row(
+            "signal exit: TERM",
+            argv(&["sh", "-c", "kill -TERM 0"]),
+            143,
+        ),
+        row(
+            "signal exit: KILL",
+            argv(&["sh", "-c", "kill -KILL 0"]),
+            137,
+        ),
+        row("signal exit: HUP", argv(&["sh", "-c", "kill -HUP 0"]), 129),
+        row(
+            "exit status passes through",
+            argv(&["sh", "-c", "exit 3"]),
+            3,
+        ),
+    ]
+}
+
+async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head: &str) {
+    let adapter = &target.adapter;
+    let request = SandboxProvisionRequest {
+        provider: name.into(),
+        placement: adapter.envelope().placement,
+        workspace_id: "ws-1".into(),
+        session_id: "session-1".into(),
+        run_id: "run-1".into(),
+        attempt_id: "attempt-1".into(),
+        lease_id: "lease-1".into(),
+        lease_epoch: 1,
+        target: Tier::Container,
+        profile: SandboxProfile {
+            profile_id: "profile-1".into(),
+            profile_version: 1,
+            profile_digest: Digest::from_sha256_bytes([7; 32]),
+            retention: RetentionMode::EphemeralZdr,
+            network_policy: NetworkPolicy::None,
+            max_duration_seconds: 600,
+            resources: target.resources.clone(),
+            packages: Vec::new(),
+        },
+        platform: target.platform,
+        root_image: target.root_image.clone(),
+        mounts: vec![
+            SandboxMount {
+                path: "/src".into(),
+                access: MountAccess::ReadWrite,
+            },
+            SandboxMount {
+                path: "/git".into(),
+                access: MountAccess::ReadOnly,
+            },
+        ],
+        expires_at: target.expires_at,
+    };
+    let instance = adapter.provision(request).await.expect("provision");
+    let id = instance.instance_id.clone();
+    let none = |_| {};
+    let staged = stage_folder(adapter, &id, folder, "/src", &none)
+        .await
+        .expect("stage folder");
+    let modes: BTreeMap<&str, u32> = staged.iter().map(|f| (f.path.as_str(), f.mode)).collect();
+    assert_eq!(modes["/src/run.sh"], 0o755, "{name}");
+    assert_eq!(modes["/src/deep/er/tool.sh"], 0o700, "{name}");
+    stage_git(adapter, &id, repo, head, "", "/git", &none)
+        .await
+        .expect("stage git");
+    adapter.activate(&id).await.expect("activate");
+    let mut failures = Vec::new();
+    for row in table() {
+        let command = SandboxCommand {
+            executable: row.argv[0].clone(),
+            arguments: row.argv[1..].to_vec(),
+            working_directory: row.workdir.into(),
+            environment: row
+                .env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            stdin_base64: None,
+            timeout_seconds: 60,
+            output_limit_bytes: 1 << 20,
+        };
+        let result = match adapter.execute(&id, command).await {
+            Ok(r) => r,
+            Err(e) => {
+                failures.push(format!("{name}: {}: execute failed: {e}", row.name));
+                continue;
+            }
+        };
+        let stdout = String::from_utf8_lossy(&result.stdout_base64.0).into_owned();
+        let stderr = String::from_utf8_lossy(&result.stderr_base64.0).into_owned();
+        let shown = format!("stdout {stdout:?} stderr {stderr:?}");
+        if result.exit != ExitCause::ExitCode(row.exit) {
+            failures.push(format!(
+                "{name}: {}: exit {:?}, expected {} ({shown})",
+                row.name, result.exit, row.exit
+            ));
+        }
+        if let Some(want) = row.stdout {
+            if stdout != want {
+                failures.push(format!(
+                    "{name}: {}: stdout {stdout:?}, expected {want:?}",
+                    row.name
+                ));
+            }
+        }
+        for line in row.stdout_lines {
+            if !stdout.lines().any(|l| l == *line) {
+                failures.push(format!("{name}: {}: no line {line:?} in {shown}", row.name));
+            }
+        }
+        if let Some(want) = row.stderr_has {
+            if !stderr.to_lowercase().contains(want) {
+                failures.push(format!(
+                    "{name}: {}: stderr lacks {want:?} ({shown})",
+                    row.name
+                ));
+            }
+        }
+        if (row.exit == 126 || row.exit == 127) && stderr.trim().is_empty() {
+            failures.push(format!("{name}: {}: no reason on stderr", row.name));
+        }
+    }
+    adapter.destroy(&id).await.expect("destroy");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_provider_gives_the_same_outcome_for_each_launch_edge_case() {
+    let folder = tempfile::tempdir().unwrap();
+    host_folder(folder.path());
+    let repo = tempfile::tempdir().unwrap();
+    let head = git_repo(repo.path());
+    let mut ran = Vec::new();
+    for (name, setup) in PROVIDERS {
+        let Some(mut target) = setup().await else {
+            continue;
+        };
+        let teardown = target.teardown.take();
+        let outcome = tokio::spawn({
+            let (folder, repo, head) = (
+                folder.path().to_path_buf(),
+                repo.path().to_path_buf(),
+                head.clone(),
+            );
+            let name = name.to_string();
+            async move { run_table(&name, &target, &folder, &repo, &head).await }
+        })
+        .await;
+        if let Some(t) = teardown {
+            t().unwrap_or_else(|e| panic!("{name}: teardown: {e}"));
+        }
+        if let Err(e) = outcome {
+            std::panic::resume_unwind(e.into_panic());
+        }
+        ran.push(*name);
+    }
+    eprintln!("launch parity ran on {ran:?}");
+    assert!(ran.contains(&"memory"), "the memory oracle always runs");
+}
