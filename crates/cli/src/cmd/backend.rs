@@ -70,10 +70,6 @@ pub async fn open_docker_scope(scope: &str) -> Result<DockerProvider, Failure> {
     .map_err(|e| connect_failure(&e))
 }
 
-/// Opens the provider `which` names: the memory oracle on the system
-/// clock, or the Docker daemon with the CLI's scope and state directory.
-/// The one place a provider is built; a new provider is one arm here.
-
 /// An opened provider and, when it is served over the wire, the
 /// connection to end when the command is done.
 pub struct Backend {

@@ -79,7 +79,7 @@ pub struct ProviderFlags {
     /// Connect to a provider served over the wire protocol on the Unix socket at PATH.
     #[arg(long = "provider-socket", value_name = "PATH")]
     pub provider_socket: Option<PathBuf>,
-    /// Start a provider shipped as a local OCI image NAME@sha256:<hex> (never pulled), the wire on its stdio.
+    /// Start a provider shipped as a local OCI image NAME@sha256:HEX (never pulled), the wire on its stdio.
     #[arg(long = "provider-image", value_name = "NAME@sha256:HEX")]
     pub provider_image: Option<String>,
 }
@@ -100,7 +100,7 @@ pub enum ProviderChoice {
     Socket(PathBuf),
     /// A provider shipped as a local OCI image pinned by digest.
     Image {
-        /// `NAME@sha256:<hex>` as given.
+        /// `NAME@sha256:HEX` as given.
         reference: String,
         /// The 64 hex digits of the digest.
         hex: String,

@@ -18,7 +18,7 @@ pub struct ServedFlags {
     /// Connect to a provider served on the Unix socket at PATH.
     #[arg(long = "provider-socket", value_name = "PATH")]
     pub provider_socket: Option<PathBuf>,
-    /// Start a provider shipped as a local OCI image NAME@sha256:<hex> (never pulled).
+    /// Start a provider shipped as a local OCI image NAME@sha256:HEX (never pulled).
     #[arg(long = "provider-image", value_name = "NAME@sha256:HEX")]
     pub provider_image: Option<String>,
 }
