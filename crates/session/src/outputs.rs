@@ -10,6 +10,7 @@
 //! to its parent's descriptor with `O_NOFOLLOW`, so a symlink already in
 //! DIR (or a `..` a provider might report) can never redirect a write.
 
+use checkfu_sandbox_contract::Operation;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
@@ -155,7 +156,7 @@ fn checked_bytes(entry: &DirEntry, outcome: ReadFileOutcome) -> Result<Vec<u8>, 
         ReadFileOutcome::Read { content_base64, .. } => content_base64.0,
         other => {
             return Err(SandboxError::protocol(
-                "copy_outputs",
+                Operation::CopyOutputs,
                 entry.path.clone(),
                 "a regular file as listed",
                 format!("{other:?}"),
@@ -166,7 +167,7 @@ fn checked_bytes(entry: &DirEntry, outcome: ReadFileOutcome) -> Result<Vec<u8>, 
     let digest = sha256_digest(&bytes);
     if digest != entry.sha256 {
         return Err(SandboxError::protocol(
-            "copy_outputs",
+            Operation::CopyOutputs,
             entry.path.clone(),
             entry.sha256.as_str(),
             digest.as_str(),
@@ -202,7 +203,7 @@ pub fn read_groups(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
 fn relative_components(path: &str) -> Result<Vec<String>, SandboxFailure> {
     let refuse = || -> SandboxFailure {
         SandboxError::protocol(
-            "copy_outputs",
+            Operation::CopyOutputs,
             "entries.path",
             format!("a path of plain names below {OUTPUT_PATH}"),
             path,

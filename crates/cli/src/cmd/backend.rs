@@ -2,6 +2,7 @@
 //! the embedded memory oracle, or the local Docker daemon under the CLI's
 //! scope and state directory.
 
+use checkfu_sandbox_contract::Operation;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -75,9 +76,11 @@ pub fn clock() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }
 
-fn connect_failure(e: &dyn std::error::Error) -> Failure {
+/// `SandboxOperationFailed{operation: connect, reason: provider_error}`
+/// for a Docker daemon that cannot be reached.
+pub(super) fn connect_failure(e: &dyn std::error::Error) -> Failure {
     Failure::from(SandboxError::failed(
-        "connect",
+        Operation::Connect,
         FailureReason::ProviderError,
         format!("docker: {}", chain(e)),
     ))
