@@ -13,6 +13,27 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// `as_str` (the snake_case name strum derives) and `Display` for closed
+/// name enums.
+macro_rules! snake_names {
+    ($($ty:ty),* $(,)?) => {$(
+        impl $ty {
+            /// The snake_case name, as the wire spells it.
+            pub fn as_str(&self) -> &'static str {
+                self.into()
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+
+snake_names!(Member, WireType, ProcessStep, ConflictActual);
+
 /// A member of the provider contract (the eighteen of the spec plus the
 /// `resolveImage` and `cleanupInventory` extensions of decision 010), by
 /// its snake_case name.
@@ -69,19 +90,6 @@ pub enum Member {
     ResolveImage,
     /// cleanupInventory (contract extension, decision 010).
     CleanupInventory,
-}
-
-impl Member {
-    /// The snake_case name (`write_file`, ...).
-    pub fn as_str(&self) -> &'static str {
-        self.into()
-    }
-}
-
-impl fmt::Display for Member {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// A document the strict wire codec decodes, by the name its decode
@@ -191,13 +199,6 @@ pub enum WireType {
     ResumeProcessResult,
 }
 
-impl WireType {
-    /// The snake_case name (`command_result`, ...).
-    pub fn as_str(&self) -> &'static str {
-        self.into()
-    }
-}
-
 /// A control step on a process opened by openProcess, by the suffix its
 /// operation carries (`open_process_<step>`).
 #[derive(
@@ -222,13 +223,6 @@ pub enum ProcessStep {
     /// Resuming the process's streams over a new connection (wire
     /// protocol).
     Resume,
-}
-
-impl ProcessStep {
-    /// The snake_case name (`wait`, `signal`, `destroy`).
-    pub fn as_str(&self) -> &'static str {
-        self.into()
-    }
 }
 
 /// The `operation` of an error: a member, an identity cross-check, the
@@ -472,19 +466,6 @@ pub enum ConflictActual {
     OpenProcessUnsupported,
     /// The provider has no cleanupInventory member.
     CleanupInventoryUnsupported,
-}
-
-impl ConflictActual {
-    /// The snake_case wire name.
-    pub fn as_str(&self) -> &'static str {
-        self.into()
-    }
-}
-
-impl fmt::Display for ConflictActual {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 impl From<crate::types::InstanceState> for ConflictActual {
