@@ -5,12 +5,15 @@
 //! variant has typed detail fields; wire form is a JSON object tagged by
 //! `_tag`, for example
 //! `{"_tag":"SandboxLifecycleConflict","operation":"execute","expected":"active","actual":"provisioning"}`.
+//! `operation` is a closed [`Operation`] and a conflict's `actual` a closed
+//! [`ConflictActual`]; the schema keeps both as strings.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::capabilities::RetentionMode;
+use crate::operation::{ConflictActual, Operation};
 
 /// The closed `SandboxCapabilityUnavailable.requirement` vocabulary, which is
 /// also the vocabulary selection speaks.
@@ -212,7 +215,7 @@ pub enum SandboxError {
     #[error("lifecycle conflict: {operation}: expected {expected}, actual {actual}")]
     SandboxLifecycleConflict {
         /// The refused operation.
-        operation: String,
+        operation: Operation,
         /// The accepted state(s) (`provisioning`, `active`, `provisioning|active`)
         /// or the capability needed.
         expected: String,
@@ -220,13 +223,13 @@ pub enum SandboxError {
         /// `process_already_open`, `list_dir_unsupported`,
         /// `list_project_dir_unsupported`, `active_mount_write_unsupported`,
         /// `read_files_unsupported`, `open_process_unsupported`.
-        actual: String,
+        actual: ConflictActual,
     },
     /// The operation was attempted and failed.
     #[error("operation failed: {operation}: {}{}{}", reason.as_str(), suffix(message), field_suffix(field, expected, actual))]
     SandboxOperationFailed {
         /// The failed operation (may end in `_rollback` or `_destroy`).
-        operation: String,
+        operation: Operation,
         /// The closed reason.
         reason: FailureReason,
         /// Human detail. May be empty.
@@ -285,7 +288,7 @@ pub enum SandboxError {
     #[error("protocol invalid: {operation}: {field}: expected {expected}, actual {actual}")]
     SandboxProtocolInvalid {
         /// The check (`instance_identity`, `execute`, `decode_capabilities`, ...).
-        operation: String,
+        operation: Operation,
         /// The offending field path, e.g. `materialization.image_digest`.
         field: String,
         /// The value (or rule) expected.
@@ -365,25 +368,21 @@ impl SandboxError {
 
     /// `SandboxLifecycleConflict{operation, expected, actual}`.
     pub fn conflict(
-        operation: impl Into<String>,
+        operation: Operation,
         expected: impl Into<String>,
-        actual: impl Into<String>,
+        actual: impl Into<ConflictActual>,
     ) -> Self {
         SandboxError::SandboxLifecycleConflict {
-            operation: operation.into(),
+            operation,
             expected: expected.into(),
             actual: actual.into(),
         }
     }
 
     /// `SandboxOperationFailed{operation, reason, message}`.
-    pub fn failed(
-        operation: impl Into<String>,
-        reason: FailureReason,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn failed(operation: Operation, reason: FailureReason, message: impl Into<String>) -> Self {
         SandboxError::SandboxOperationFailed {
-            operation: operation.into(),
+            operation,
             reason,
             message: message.into(),
             field: None,
@@ -395,13 +394,13 @@ impl SandboxError {
     /// `SandboxOperationFailed{reason: invalid_request}` naming the input
     /// field and both values.
     pub fn invalid_request(
-        operation: impl Into<String>,
+        operation: Operation,
         field: impl Into<String>,
         expected: impl Into<String>,
         actual: impl Into<String>,
     ) -> Self {
         SandboxError::SandboxOperationFailed {
-            operation: operation.into(),
+            operation,
             reason: FailureReason::InvalidRequest,
             message: String::new(),
             field: Some(field.into()),
@@ -412,13 +411,13 @@ impl SandboxError {
 
     /// `SandboxProtocolInvalid{operation, field, expected, actual}`.
     pub fn protocol(
-        operation: impl Into<String>,
+        operation: Operation,
         field: impl Into<String>,
         expected: impl Into<String>,
         actual: impl Into<String>,
     ) -> Self {
         SandboxError::SandboxProtocolInvalid {
-            operation: operation.into(),
+            operation,
             field: field.into(),
             expected: expected.into(),
             actual: actual.into(),
@@ -569,7 +568,7 @@ mod tests {
 
     #[test]
     fn wire_form_is_tagged_and_strict() {
-        let e = SandboxError::conflict("execute", "active", "provisioning");
+        let e = SandboxError::conflict(crate::op::EXECUTE, "active", ConflictActual::Provisioning);
         let json = serde_json::to_string(&e).unwrap();
         assert_eq!(
             json,
@@ -577,7 +576,11 @@ mod tests {
         );
         let back: SandboxError = serde_json::from_str(&json).unwrap();
         assert_eq!(back, e);
-        let unknown = r#"{"_tag":"SandboxLifecycleConflict","operation":"x","expected":"a","actual":"b","extra":1}"#;
+        let unknown = r#"{"_tag":"SandboxLifecycleConflict","operation":"execute","expected":"a","actual":"active","extra":1}"#;
+        assert!(serde_json::from_str::<SandboxError>(unknown).is_err());
+        let unknown = r#"{"_tag":"SandboxLifecycleConflict","operation":"x","expected":"a","actual":"active"}"#;
+        assert!(serde_json::from_str::<SandboxError>(unknown).is_err());
+        let unknown = r#"{"_tag":"SandboxLifecycleConflict","operation":"execute","expected":"a","actual":"b"}"#;
         assert!(serde_json::from_str::<SandboxError>(unknown).is_err());
         assert!(serde_json::from_str::<SandboxError>(r#"{"_tag":"SandboxOops"}"#).is_err());
     }
@@ -585,13 +588,13 @@ mod tests {
     #[test]
     fn combined_failure_keeps_order() {
         let f = SandboxFailure::from(SandboxError::protocol(
-            "instance_identity",
+            Operation::InstanceIdentity,
             "expires_at",
             "a",
             "b",
         ))
         .then(SandboxError::failed(
-            "provision_rollback",
+            Operation::Rollback(crate::Member::Provision),
             FailureReason::TimedOut,
             "30 s",
         ));

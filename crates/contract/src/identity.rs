@@ -15,10 +15,7 @@ use crate::Timestamp;
 
 pub use crate::mismatch::Mismatch;
 
-/// Renders a value for a mismatch message: compact JSON.
-fn show<T: Serialize>(v: &T) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "<unrenderable>".into())
-}
+use crate::mismatch::show;
 
 fn eq<T: Serialize + PartialEq>(out: &mut Vec<Mismatch>, field: &str, expected: &T, actual: &T) {
     if expected != actual {

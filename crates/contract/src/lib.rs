@@ -21,6 +21,7 @@ pub mod envelope;
 pub mod error;
 pub mod identity;
 pub mod mismatch;
+pub mod operation;
 pub mod provider;
 pub mod sweep;
 pub mod timestamp;
@@ -36,7 +37,8 @@ pub use envelope::{EnvelopeRule, EnvelopeViolation};
 pub use error::{
     FailureReason, OutputStream, Requirement, SandboxError, SandboxFailure, UnmetAdapter,
 };
-pub use mismatch::Mismatch;
+pub use mismatch::{excerpt, show, Mismatch};
+pub use operation::{ConflictActual, Member, Operation, ProcessStep, UnknownOperation, WireType};
 pub use provider::*;
 pub use sweep::{CleanupInventory, SweepCandidate};
 pub use timestamp::{Timestamp, TimestampError};

@@ -55,56 +55,59 @@ impl<T: fmt::Debug> fmt::Debug for Handoff<T> {
     }
 }
 
-/// Operation names as they appear in errors (snake_case member names).
+/// Operation names as they appear in errors, as [`Operation`] values
+/// (snake_case member names and the identity checks).
 pub mod op {
+    use crate::operation::{Member, Operation};
+
     /// capabilities
-    pub const CAPABILITIES: &str = "capabilities";
+    pub const CAPABILITIES: Operation = Operation::Member(Member::Capabilities);
     /// provision
-    pub const PROVISION: &str = "provision";
+    pub const PROVISION: Operation = Operation::Member(Member::Provision);
     /// writeFile
-    pub const WRITE_FILE: &str = "write_file";
+    pub const WRITE_FILE: Operation = Operation::Member(Member::WriteFile);
     /// beginActiveWrite
-    pub const BEGIN_ACTIVE_WRITE: &str = "begin_active_write";
+    pub const BEGIN_ACTIVE_WRITE: Operation = Operation::Member(Member::BeginActiveWrite);
     /// activate
-    pub const ACTIVATE: &str = "activate";
+    pub const ACTIVATE: Operation = Operation::Member(Member::Activate);
     /// execute
-    pub const EXECUTE: &str = "execute";
+    pub const EXECUTE: Operation = Operation::Member(Member::Execute);
     /// readFile
-    pub const READ_FILE: &str = "read_file";
+    pub const READ_FILE: Operation = Operation::Member(Member::ReadFile);
     /// readFiles
-    pub const READ_FILES: &str = "read_files";
+    pub const READ_FILES: Operation = Operation::Member(Member::ReadFiles);
     /// listDir
-    pub const LIST_DIR: &str = "list_dir";
+    pub const LIST_DIR: Operation = Operation::Member(Member::ListDir);
     /// listProjectDir
-    pub const LIST_PROJECT_DIR: &str = "list_project_dir";
+    pub const LIST_PROJECT_DIR: Operation = Operation::Member(Member::ListProjectDir);
     /// snapshot
-    pub const SNAPSHOT: &str = "snapshot";
+    pub const SNAPSHOT: Operation = Operation::Member(Member::Snapshot);
     /// cloneSnapshot
-    pub const CLONE_SNAPSHOT: &str = "clone_snapshot";
+    pub const CLONE_SNAPSHOT: Operation = Operation::Member(Member::CloneSnapshot);
     /// release
-    pub const RELEASE: &str = "release";
+    pub const RELEASE: Operation = Operation::Member(Member::Release);
     /// resume
-    pub const RESUME: &str = "resume";
+    pub const RESUME: Operation = Operation::Member(Member::Resume);
     /// destroy
-    pub const DESTROY: &str = "destroy";
+    pub const DESTROY: Operation = Operation::Member(Member::Destroy);
     /// destroySnapshot
-    pub const DESTROY_SNAPSHOT: &str = "destroy_snapshot";
+    pub const DESTROY_SNAPSHOT: Operation = Operation::Member(Member::DestroySnapshot);
     /// cleanup
-    pub const CLEANUP: &str = "cleanup";
+    pub const CLEANUP: Operation = Operation::Member(Member::Cleanup);
     /// openProcess
-    pub const OPEN_PROCESS: &str = "open_process";
+    pub const OPEN_PROCESS: Operation = Operation::Member(Member::OpenProcess);
     /// Instance identity cross-check.
-    pub const INSTANCE_IDENTITY: &str = "instance_identity";
+    pub const INSTANCE_IDENTITY: Operation = Operation::InstanceIdentity;
     /// Snapshot identity cross-check.
-    pub const SNAPSHOT_IDENTITY: &str = "snapshot_identity";
+    pub const SNAPSHOT_IDENTITY: Operation = Operation::SnapshotIdentity;
     /// Clone identity cross-check.
-    pub const CLONE_IDENTITY: &str = "clone_identity";
+    pub const CLONE_IDENTITY: Operation = Operation::CloneIdentity;
     /// Process evidence cross-check.
-    pub const OPEN_PROCESS_IDENTITY: &str = "open_process_identity";
+    pub const OPEN_PROCESS_IDENTITY: Operation = Operation::OpenProcessIdentity;
     /// resolveImage (contract extension).
-    pub const RESOLVE_IMAGE: &str = "resolve_image";
+    pub const RESOLVE_IMAGE: Operation = Operation::Member(Member::ResolveImage);
     /// cleanupInventory (contract extension).
-    pub const CLEANUP_INVENTORY: &str = "cleanup_inventory";
+    pub const CLEANUP_INVENTORY: Operation = Operation::Member(Member::CleanupInventory);
 }
 
 /// The required members of a sandbox provider.

@@ -12,8 +12,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use crate::bounds::{
     is_valid_environment_key, MAX_ACTIVE_WRITE_AGGREGATE_BYTES, MAX_ACTIVE_WRITE_FILES,
     MAX_ARGUMENTS, MAX_ARGUMENT_BYTES, MAX_FILE_BYTES, MAX_LIST_ENTRIES, MAX_MOUNTS,
@@ -27,9 +25,7 @@ use crate::types::{
     ReadFilesRequest, SandboxCommand, SandboxMount, SandboxProcessRequest, WriteFileRequest,
 };
 
-fn show<T: Serialize + ?Sized>(v: &T) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "<unrenderable>".into())
-}
+use crate::mismatch::show;
 
 /// Why `path` is not an absolute, normalized sandbox path, or `None` when
 /// it is one.
@@ -464,7 +460,7 @@ pub fn active_write_request(request: &ActiveWriteRequest) -> Vec<Mismatch> {
 
 /// A refused request as `SandboxOperationFailed{operation, reason:
 /// invalid_request, field, expected, actual}`, from its first mismatch.
-pub fn invalid_request(operation: &str, mismatch: Mismatch) -> SandboxError {
+pub fn invalid_request(operation: crate::operation::Operation, mismatch: Mismatch) -> SandboxError {
     SandboxError::invalid_request(
         operation,
         mismatch.field,

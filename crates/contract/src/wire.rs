@@ -20,6 +20,8 @@ use serde::Serialize;
 use crate::bounds::MAX_WIRE_DOCUMENT_BYTES;
 use crate::capabilities::SandboxProviderCapabilities;
 use crate::error::SandboxError;
+use crate::mismatch::{excerpt, Mismatch};
+use crate::operation::{Operation, WireType};
 
 /// The wire revision literal. Changing it is a compatibility decision that
 /// a golden test pins.
@@ -27,16 +29,16 @@ pub const WIRE_REVISION: &str = "checkfu.sandbox/v1";
 
 /// Decodes `bytes` as `T`, strictly.
 ///
-/// `type_name` names the decoded type in the error's operation
-/// (`decode_<type_name>`).
+/// `wire_type` names the decoded type in the error's operation
+/// (`decode_<wire_type>`).
 ///
 /// # Errors
-/// `SandboxProtocolInvalid{operation: decode_<type_name>, field, expected,
+/// `SandboxProtocolInvalid{operation: decode_<wire_type>, field, expected,
 /// actual}` where `field` is the JSON path of the first offending value
 /// (`.` for the document itself), `expected` says what was acceptable and
-/// `actual` renders the offending value (truncated to 200 bytes).
-pub fn decode<T: DeserializeOwned>(type_name: &str, bytes: &[u8]) -> Result<T, SandboxError> {
-    let operation = format!("decode_{type_name}");
+/// `actual` renders the offending value (see [`excerpt`]).
+pub fn decode<T: DeserializeOwned>(wire_type: WireType, bytes: &[u8]) -> Result<T, SandboxError> {
+    let operation = Operation::Decode(wire_type);
     if bytes.len() > MAX_WIRE_DOCUMENT_BYTES {
         return Err(SandboxError::protocol(
             operation,
@@ -45,19 +47,28 @@ pub fn decode<T: DeserializeOwned>(type_name: &str, bytes: &[u8]) -> Result<T, S
             format!("{} bytes", bytes.len()),
         ));
     }
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
-        SandboxError::protocol(operation.clone(), ".", "well-formed JSON", e.to_string())
-    })?;
-    decode_value(type_name, &value)
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| SandboxError::protocol(operation, ".", "well-formed JSON", e.to_string()))?;
+    decode_value(wire_type, &value)
 }
 
 /// Decodes an already parsed JSON value as `T`, strictly. Same errors as
 /// [`decode`].
 pub fn decode_value<T: DeserializeOwned>(
-    type_name: &str,
+    wire_type: WireType,
     value: &serde_json::Value,
 ) -> Result<T, SandboxError> {
-    let operation = format!("decode_{type_name}");
+    decode_fields(value).map_err(|m| m.into_error(Operation::Decode(wire_type)))
+}
+
+/// Decodes an already parsed JSON value as `T`, strictly, for a document
+/// that is not one of the contract's [`WireType`]s (a wire protocol frame):
+/// the same rules as [`decode_value`].
+///
+/// # Errors
+/// The first offending field as a [`Mismatch`] (field path, what was
+/// acceptable, the offending value), as [`decode`] reports it.
+pub fn decode_fields<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, Mismatch> {
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let message = e.inner().to_string();
         let mut path = e.path().to_string();
@@ -92,7 +103,7 @@ pub fn decode_value<T: DeserializeOwned>(
                 }
             }
         }
-        SandboxError::protocol(operation, path, message, actual)
+        Mismatch::new(path, message, actual)
     })
 }
 
@@ -110,7 +121,7 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 /// where `expected` starts with the rule's name (for example
 /// `snapshot_clone_requires_snapshots: false while snapshots is false`).
 pub fn decode_capabilities(bytes: &[u8]) -> Result<SandboxProviderCapabilities, SandboxError> {
-    let caps: SandboxProviderCapabilities = decode("capabilities", bytes)?;
+    let caps: SandboxProviderCapabilities = decode(WireType::Capabilities, bytes)?;
     check_capabilities(&caps)?;
     Ok(caps)
 }
@@ -123,7 +134,7 @@ pub fn check_capabilities(caps: &SandboxProviderCapabilities) -> Result<(), Sand
     match caps.violations().into_iter().next() {
         None => Ok(()),
         Some(v) => Err(SandboxError::protocol(
-            "decode_capabilities",
+            Operation::Decode(WireType::Capabilities),
             v.mismatch.field,
             format!("{}: {}", v.rule.as_str(), v.mismatch.expected),
             v.mismatch.actual,
@@ -221,16 +232,7 @@ fn lookup<'a>(
 }
 
 fn render(v: &serde_json::Value) -> String {
-    let mut s = v.to_string();
-    if s.len() > 200 {
-        let mut cut = 200;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
+    excerpt(&v.to_string())
 }
 
 #[cfg(test)]
@@ -244,11 +246,11 @@ mod tests {
 
     #[test]
     fn empty_causes_are_refused_at_decode_naming_the_field() {
-        let refused = decode::<crate::SandboxFailure>("failure", br#"{"causes": []}"#);
+        let refused = decode::<crate::SandboxFailure>(WireType::Failure, br#"{"causes": []}"#);
         assert_eq!(
             refused,
             Err(SandboxError::protocol(
-                "decode_failure",
+                Operation::Decode(WireType::Failure),
                 "causes",
                 "invalid length 0, expected at least one cause",
                 "[]"
@@ -259,9 +261,9 @@ mod tests {
     #[test]
     fn a_combined_failure_round_trips_in_order() {
         let f = crate::SandboxFailure::new(
-            SandboxError::protocol("instance_identity", "expires_at", "a", "b"),
+            SandboxError::protocol(Operation::InstanceIdentity, "expires_at", "a", "b"),
             [SandboxError::failed(
-                "provision_rollback",
+                Operation::Rollback(crate::Member::Provision),
                 crate::FailureReason::TimedOut,
                 "30 s",
             )],
@@ -270,7 +272,7 @@ mod tests {
         assert_eq!(wire["causes"].as_array().map(Vec::len), Some(2));
         assert_eq!(wire["causes"][1]["_tag"], "SandboxOperationFailed");
         assert_eq!(
-            decode_value::<crate::SandboxFailure>("failure", &wire),
+            decode_value::<crate::SandboxFailure>(WireType::Failure, &wire),
             Ok(f)
         );
     }

@@ -5,7 +5,8 @@
 use checkfu_sandbox_contract::conformance::evidence::Outcome;
 use checkfu_sandbox_contract::conformance::token::Token;
 use checkfu_sandbox_contract::{
-    EnvelopeRule, FailureReason, InstanceState, OutputStream, Requirement, SandboxError, SignalName,
+    op, ConflictActual, EnvelopeRule, FailureReason, InstanceState, Operation, OutputStream,
+    Requirement, SandboxError, SignalName, WireType,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -55,6 +56,11 @@ fn instance_state_names_are_wire_names() {
 }
 
 #[test]
+fn conflict_actual_names_are_wire_names() {
+    assert_eq!(names_are_wire_names(ConflictActual::as_str), 11);
+}
+
+#[test]
 fn signal_names_are_wire_names() {
     assert_eq!(names_are_wire_names(SignalName::as_str), 18);
     assert_eq!(SignalName::Sigusr1.as_str(), "SIGUSR1");
@@ -95,8 +101,8 @@ fn one_of_each_error() -> Vec<SandboxError> {
         SandboxError::SandboxInstanceNotFound {
             instance_id: "i".into(),
         },
-        SandboxError::conflict("execute", "active", "provisioning"),
-        SandboxError::failed("execute", FailureReason::TimedOut, ""),
+        SandboxError::conflict(op::EXECUTE, "active", ConflictActual::Provisioning),
+        SandboxError::failed(op::EXECUTE, FailureReason::TimedOut, ""),
         SandboxError::SandboxOutputLimitExceeded {
             stream: OutputStream::Stdout,
             limit_bytes: 1,
@@ -113,7 +119,7 @@ fn one_of_each_error() -> Vec<SandboxError> {
             invalid: vec![],
         },
         SandboxError::SandboxAdapterAmbiguous { candidates: vec![] },
-        SandboxError::protocol("decode_instance", "f", "e", "a"),
+        SandboxError::protocol(Operation::Decode(WireType::Instance), "f", "e", "a"),
     ]
 }
 

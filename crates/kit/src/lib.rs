@@ -57,6 +57,7 @@ use checkfu_sandbox_contract::identity::{
 };
 use checkfu_sandbox_contract::validate;
 use checkfu_sandbox_contract::wire::{check_capabilities, decode_value, WIRE_REVISION};
+use checkfu_sandbox_contract::{op, Operation, WireType};
 
 pub use schema::{boundary_type_names, schema_for, wire_type_name};
 
@@ -324,8 +325,8 @@ fn first(
 
 /// Decodes one part of a vector's input; a decode failure is the outcome.
 macro_rules! part {
-    ($input:expr, $key:literal, $ty:ty, $wire:literal) => {
-        match decode_value::<$ty>($wire, member($input, $key)?) {
+    ($input:expr, $key:literal, $ty:ty, $wire:ident) => {
+        match decode_value::<$ty>(WireType::$wire, member($input, $key)?) {
             Ok(v) => v,
             Err(e) => return Ok(refused(e)),
         }
@@ -361,37 +362,37 @@ pub fn evaluate(vector: &Value) -> Result<Outcome, VectorError> {
     if let Some(type_name) = check.strip_prefix("validate:") {
         let outcome = match type_name {
             "SandboxCommand" => {
-                let command = part!(input, "request", SandboxCommand, "command");
+                let command = part!(input, "request", SandboxCommand, Command);
                 let max = member(input, "max_duration_seconds")?
                     .as_u64()
                     .and_then(|n| u32::try_from(n).ok())
                     .ok_or_else(|| VectorError("max_duration_seconds is not a u32".into()))?;
                 first(validate::command(&command, max), |m| {
-                    validate::invalid_request("execute", m)
+                    validate::invalid_request(op::EXECUTE, m)
                 })
             }
             "SandboxProcessRequest" => {
-                let r = part!(input, "request", SandboxProcessRequest, "process_request");
+                let r = part!(input, "request", SandboxProcessRequest, ProcessRequest);
                 first(validate::process_request(&r), |m| {
-                    validate::invalid_request("open_process", m)
+                    validate::invalid_request(op::OPEN_PROCESS, m)
                 })
             }
             "ReadFileRequest" => {
-                let r = part!(input, "request", ReadFileRequest, "read_file_request");
+                let r = part!(input, "request", ReadFileRequest, ReadFileRequest);
                 first(validate::read_file_request(&r), |m| {
-                    validate::invalid_request("read_file", m)
+                    validate::invalid_request(op::READ_FILE, m)
                 })
             }
             "ReadFilesRequest" => {
-                let r = part!(input, "request", ReadFilesRequest, "read_files_request");
+                let r = part!(input, "request", ReadFilesRequest, ReadFilesRequest);
                 first(validate::read_files_request(&r), |m| {
-                    validate::invalid_request("read_files", m)
+                    validate::invalid_request(op::READ_FILES, m)
                 })
             }
             "ListDirRequest" => {
-                let r = part!(input, "request", ListDirRequest, "list_dir_request");
+                let r = part!(input, "request", ListDirRequest, ListDirRequest);
                 first(validate::list_dir_request(&r), |m| {
-                    validate::invalid_request("list_dir", m)
+                    validate::invalid_request(op::LIST_DIR, m)
                 })
             }
             "ListProjectDirRequest" => {
@@ -399,37 +400,32 @@ pub fn evaluate(vector: &Value) -> Result<Outcome, VectorError> {
                     input,
                     "request",
                     ListProjectDirRequest,
-                    "list_project_dir_request"
+                    ListProjectDirRequest
                 );
                 first(validate::list_project_dir_request(&r), |m| {
-                    validate::invalid_request("list_project_dir", m)
+                    validate::invalid_request(op::LIST_PROJECT_DIR, m)
                 })
             }
             "CleanupRequest" => {
-                let r = part!(input, "request", CleanupRequest, "cleanup_request");
+                let r = part!(input, "request", CleanupRequest, CleanupRequest);
                 first(validate::cleanup_request(&r), |m| {
-                    validate::invalid_request("cleanup", m)
+                    validate::invalid_request(op::CLEANUP, m)
                 })
             }
             "WriteFileRequest" => {
-                let r = part!(input, "request", WriteFileRequest, "write_file_request");
+                let r = part!(input, "request", WriteFileRequest, WriteFileRequest);
                 first(validate::write_file_request(&r), |m| {
-                    validate::invalid_request("write_file", m)
+                    validate::invalid_request(op::WRITE_FILE, m)
                 })
             }
             "ActiveWriteRequest" => {
-                let r = part!(input, "request", ActiveWriteRequest, "active_write_request");
+                let r = part!(input, "request", ActiveWriteRequest, ActiveWriteRequest);
                 first(validate::active_write_request(&r), |m| {
-                    validate::invalid_request("begin_active_write", m)
+                    validate::invalid_request(op::BEGIN_ACTIVE_WRITE, m)
                 })
             }
             "SandboxProvisionRequest" => {
-                let r = part!(
-                    input,
-                    "request",
-                    SandboxProvisionRequest,
-                    "provision_request"
-                );
+                let r = part!(input, "request", SandboxProvisionRequest, ProvisionRequest);
                 let max = member(input, "max_mounts")?
                     .as_u64()
                     .and_then(|n| u8::try_from(n).ok())
@@ -444,61 +440,51 @@ pub fn evaluate(vector: &Value) -> Result<Outcome, VectorError> {
     }
     let outcome = match check {
         "instance_identity" => {
-            let request = part!(
-                input,
-                "request",
-                SandboxProvisionRequest,
-                "provision_request"
-            );
-            let state = part!(input, "expected_state", InstanceState, "instance_state");
-            let envelope = part!(input, "envelope", Caps, "capabilities");
+            let request = part!(input, "request", SandboxProvisionRequest, ProvisionRequest);
+            let state = part!(input, "expected_state", InstanceState, InstanceState);
+            let envelope = part!(input, "envelope", Caps, Capabilities);
             if let Err(e) = check_capabilities(&envelope) {
                 return Ok(refused(e));
             }
-            let returned = part!(input, "returned", SandboxInstance, "instance");
+            let returned = part!(input, "returned", SandboxInstance, Instance);
             first(check_instance(&request, state, &envelope, &returned), |m| {
-                m.into_error("instance_identity")
+                m.into_error(Operation::InstanceIdentity)
             })
         }
         "snapshot_identity" => {
-            let source = part!(input, "source", SandboxInstance, "instance");
+            let source = part!(input, "source", SandboxInstance, Instance);
             let expires = part!(
                 input,
                 "requested_expires_at",
                 checkfu_sandbox_contract::Timestamp,
-                "timestamp"
+                Timestamp
             );
-            let returned = part!(input, "returned", SandboxSnapshot, "snapshot");
+            let returned = part!(input, "returned", SandboxSnapshot, Snapshot);
             first(check_snapshot(&source, &expires, &returned), |m| {
-                m.into_error("snapshot_identity")
+                m.into_error(Operation::SnapshotIdentity)
             })
         }
         "clone_identity" => {
-            let source = part!(input, "source", SandboxSnapshot, "snapshot");
+            let source = part!(input, "source", SandboxSnapshot, Snapshot);
             let target = member(input, "target_session_id")?
                 .as_str()
                 .ok_or_else(|| VectorError("target_session_id is not a string".into()))?;
-            let returned = part!(input, "returned", SandboxSnapshot, "snapshot");
+            let returned = part!(input, "returned", SandboxSnapshot, Snapshot);
             first(check_clone(&source, target, &returned), |m| {
-                m.into_error("clone_identity")
+                m.into_error(Operation::CloneIdentity)
             })
         }
         "open_process_identity" => {
-            let instance = part!(input, "instance", SandboxInstance, "instance");
-            let request = part!(input, "request", SandboxProcessRequest, "process_request");
-            let envelope = part!(input, "envelope", Caps, "capabilities");
+            let instance = part!(input, "instance", SandboxInstance, Instance);
+            let request = part!(input, "request", SandboxProcessRequest, ProcessRequest);
+            let envelope = part!(input, "envelope", Caps, Capabilities);
             if let Err(e) = check_capabilities(&envelope) {
                 return Ok(refused(e));
             }
-            let evidence = part!(
-                input,
-                "evidence",
-                SandboxProcessEvidence,
-                "process_evidence"
-            );
+            let evidence = part!(input, "evidence", SandboxProcessEvidence, ProcessEvidence);
             first(
                 check_process_evidence(&instance, &request, &envelope, &evidence),
-                |m| m.into_error("open_process_identity"),
+                |m| m.into_error(Operation::OpenProcessIdentity),
             )
         }
         other => return Err(VectorError(format!("unknown check {other:?}"))),

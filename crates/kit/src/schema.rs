@@ -10,6 +10,7 @@ use checkfu_sandbox_contract::conformance::evidence::Evidence;
 use checkfu_sandbox_contract::error::{SandboxError, SandboxFailure};
 use checkfu_sandbox_contract::types::*;
 use checkfu_sandbox_contract::wire::{check_capabilities, decode_value, WIRE_REVISION};
+use checkfu_sandbox_contract::WireType;
 
 /// The `$id` prefix of every schema in the kit; the path names the revision.
 pub(crate) const ID_BASE: &str = "https://checkfu.invalid/sandbox/v1/schema/";
@@ -27,16 +28,16 @@ fn schema_of<T: JsonSchema>() -> Value {
     generator.into_root_schema_for::<T>().to_value()
 }
 
-fn decode_as<T: DeserializeOwned>(wire_name: &str, value: &Value) -> Result<(), SandboxError> {
-    decode_value::<T>(wire_name, value).map(|_| ())
+fn decode_as<T: DeserializeOwned>(wire: WireType, value: &Value) -> Result<(), SandboxError> {
+    decode_value::<T>(wire, value).map(|_| ())
 }
 
 macro_rules! boundaries {
-    ($($ty:ident),* $(,)?) => {
+    ($($ty:ident => $wire:ident),* $(,)?) => {
         &[$(Boundary {
             name: stringify!($ty),
             schema: schema_of::<$ty>,
-            decode: |v| decode_as::<$ty>(&wire_type_name(stringify!($ty)), v),
+            decode: |v| decode_as::<$ty>(WireType::$wire, v),
         }),*]
     };
 }
@@ -67,43 +68,43 @@ pub fn wire_type_name(type_name: &str) -> String {
 /// Every boundary type, by name; `decode` applies the wire decoder under
 /// the operation `decode_<wire_type_name>`.
 const BOUNDARIES: &[Boundary] = boundaries![
-    SandboxProvisionRequest,
-    SandboxInstance,
-    WriteFileRequest,
-    ActivateRequest,
-    ExecuteRequest,
-    SandboxCommand,
-    SandboxCommandResult,
-    ReadFileRequest,
-    SandboxFileContent,
-    ReadFilesRequest,
-    ReadFilesResult,
-    ListDirRequest,
-    ListDirResult,
-    ListProjectDirRequest,
-    ListProjectDirResult,
-    SnapshotRequest,
-    SandboxSnapshot,
-    CloneSnapshotRequest,
-    ReleaseRequest,
-    ReleaseDisposition,
-    ResumeRequest,
-    DestroyRequest,
-    DestroySnapshotRequest,
-    CleanupRequest,
-    CleanupResult,
-    SandboxProcessRequest,
-    SandboxProcessEvidence,
-    ProcessExit,
-    ActiveWriteRequest,
-    ActiveWriteOutcome,
-    SandboxError,
-    SandboxFailure,
-    Evidence,
+    SandboxProvisionRequest => ProvisionRequest,
+    SandboxInstance => Instance,
+    WriteFileRequest => WriteFileRequest,
+    ActivateRequest => ActivateRequest,
+    ExecuteRequest => ExecuteRequest,
+    SandboxCommand => Command,
+    SandboxCommandResult => CommandResult,
+    ReadFileRequest => ReadFileRequest,
+    SandboxFileContent => FileContent,
+    ReadFilesRequest => ReadFilesRequest,
+    ReadFilesResult => ReadFilesResult,
+    ListDirRequest => ListDirRequest,
+    ListDirResult => ListDirResult,
+    ListProjectDirRequest => ListProjectDirRequest,
+    ListProjectDirResult => ListProjectDirResult,
+    SnapshotRequest => SnapshotRequest,
+    SandboxSnapshot => Snapshot,
+    CloneSnapshotRequest => CloneSnapshotRequest,
+    ReleaseRequest => ReleaseRequest,
+    ReleaseDisposition => ReleaseDisposition,
+    ResumeRequest => ResumeRequest,
+    DestroyRequest => DestroyRequest,
+    DestroySnapshotRequest => DestroySnapshotRequest,
+    CleanupRequest => CleanupRequest,
+    CleanupResult => CleanupResult,
+    SandboxProcessRequest => ProcessRequest,
+    SandboxProcessEvidence => ProcessEvidence,
+    ProcessExit => ProcessExit,
+    ActiveWriteRequest => ActiveWriteRequest,
+    ActiveWriteOutcome => ActiveWriteOutcome,
+    SandboxError => Error,
+    SandboxFailure => Failure,
+    Evidence => Evidence,
 ];
 
 fn decode_capabilities_value(value: &Value) -> Result<(), SandboxError> {
-    let caps: SandboxProviderCapabilities = decode_value("capabilities", value)?;
+    let caps: SandboxProviderCapabilities = decode_value(WireType::Capabilities, value)?;
     check_capabilities(&caps)
 }
 
@@ -233,4 +234,25 @@ fn vector_schema() -> Value {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_boundary_decodes_under_its_wire_type_name() {
+        for b in BOUNDARIES {
+            let refused = (b.decode)(&Value::Null).unwrap_err();
+            let SandboxError::SandboxProtocolInvalid { operation, .. } = refused else {
+                panic!("{}: {refused}", b.name);
+            };
+            assert_eq!(
+                operation.to_string(),
+                format!("decode_{}", wire_type_name(b.name)),
+                "{}",
+                b.name
+            );
+        }
+    }
 }

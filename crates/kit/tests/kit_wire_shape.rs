@@ -4,7 +4,8 @@
 
 use checkfu_sandbox_contract::wire::encode;
 use checkfu_sandbox_contract::{
-    ExitCause, FailureReason, ProcessExit, ProjectEntry, ProjectEntryKind, SandboxError, SignalName,
+    op, ExitCause, FailureReason, Member, Operation, ProcessExit, ProjectEntry, ProjectEntryKind,
+    SandboxError, SignalName,
 };
 use serde::Deserialize;
 
@@ -42,7 +43,7 @@ struct ExitShape {
 
 #[test]
 fn protocol_error_is_a_flat_tagged_object() {
-    let e = SandboxError::protocol("instance_identity", "expires_at", "\"a\"", "\"b\"");
+    let e = SandboxError::protocol(Operation::InstanceIdentity, "expires_at", "\"a\"", "\"b\"");
     let shape: ProtocolInvalidShape = serde_json::from_slice(&encode(&e)).unwrap();
     assert_eq!(
         shape,
@@ -58,7 +59,11 @@ fn protocol_error_is_a_flat_tagged_object() {
 
 #[test]
 fn operation_failed_omits_empty_details() {
-    let e = SandboxError::failed("provision_rollback", FailureReason::TimedOut, "");
+    let e = SandboxError::failed(
+        Operation::Rollback(Member::Provision),
+        FailureReason::TimedOut,
+        "",
+    );
     let text = String::from_utf8(encode(&e)).unwrap();
     assert_eq!(
         text,
@@ -67,7 +72,7 @@ fn operation_failed_omits_empty_details() {
     let shape: OperationFailedShape = serde_json::from_str(&text).unwrap();
     assert_eq!(shape.reason, "timed_out");
     assert_eq!((shape.message, shape.field), (None, None));
-    let e = SandboxError::invalid_request("execute", "arguments", "at most 256 arguments", "257");
+    let e = SandboxError::invalid_request(op::EXECUTE, "arguments", "at most 256 arguments", "257");
     let shape: OperationFailedShape = serde_json::from_slice(&encode(&e)).unwrap();
     assert_eq!(shape.field.as_deref(), Some("arguments"));
     assert_eq!(shape.expected.as_deref(), Some("at most 256 arguments"));

@@ -6,6 +6,7 @@
 //! ceiling are imposed; stdout is lossless with backpressure, stderr is
 //! bounded and best effort (diagnostic).
 
+use checkfu_sandbox_contract::ConflictActual;
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,7 +66,7 @@ impl ProcessTable {
             return Err(SandboxError::conflict(
                 op::OPEN_PROCESS,
                 "no live process",
-                "process_already_open",
+                ConflictActual::ProcessAlreadyOpen,
             ));
         }
         let token = self.next_token.fetch_add(1, Ordering::SeqCst);

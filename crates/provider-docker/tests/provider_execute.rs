@@ -292,7 +292,13 @@ async fn open_process_streams_signals_and_reserves() {
     assert_eq!(&first, b"up m1\n");
     let refused = a.open_process(request(&["true"])).await.unwrap_err();
     assert!(
-        matches!(refused.error(), SandboxError::SandboxLifecycleConflict { actual, .. } if actual == "process_already_open"),
+        matches!(
+            refused.error(),
+            SandboxError::SandboxLifecycleConflict {
+                actual: ConflictActual::ProcessAlreadyOpen,
+                ..
+            }
+        ),
         "{refused}"
     );
     p.handle.signal(ControlSignal::Sigterm).await.unwrap();

@@ -158,7 +158,11 @@ async fn lifecycle_through_the_runtime() {
     let second = a.open_process(req.clone()).await.unwrap_err();
     assert_eq!(
         *second.error(),
-        SandboxError::conflict("open_process", "no live process", "process_already_open")
+        SandboxError::conflict(
+            op::OPEN_PROCESS,
+            "no live process",
+            ConflictActual::ProcessAlreadyOpen
+        )
     );
     p.input.write_all(b"ping").await.unwrap();
     p.input.close().await.unwrap();

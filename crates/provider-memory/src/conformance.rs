@@ -200,7 +200,7 @@ impl SandboxProvider for WireLoopback {
         let result = self.0.execute(r).await?;
         let wire = self.0.command_result_wire(&result);
         checkfu_sandbox_contract::wire::decode_value::<SandboxCommandResult>(
-            "command_result",
+            checkfu_sandbox_contract::WireType::CommandResult,
             &wire,
         )
     }

@@ -501,7 +501,7 @@ impl MemoryProvider {
         v
     }
 
-    fn handoff<T: RollbackScope>(&self, op: &'static str, value: T, own: Target) -> Handoff<T> {
+    fn handoff<T: RollbackScope>(&self, op: Member, value: T, own: Target) -> Handoff<T> {
         let target = if self.inner.has(Fault::RollbackDerivesFromValue) {
             value.derived_target()
         } else {
@@ -587,7 +587,7 @@ impl MemoryProvider {
     }
 }
 
-fn read_refusal(operation: &str, refusal: ReadRefusal, path: &str) -> SandboxError {
+fn read_refusal(operation: Operation, refusal: ReadRefusal, path: &str) -> SandboxError {
     let (reason, what) = match refusal {
         ReadRefusal::OutsideRoot => (FailureReason::OutsideRoot, "resolves outside the root"),
         ReadRefusal::NotFound => (FailureReason::NotFound, "does not exist"),
@@ -896,7 +896,7 @@ impl RollbackScope for ReleaseDisposition {
 
 struct MemoryRollback {
     inner: Arc<Inner>,
-    op: &'static str,
+    op: Member,
     target: Target,
     calls: AtomicUsize,
 }
@@ -910,7 +910,7 @@ impl Rollback for MemoryRollback {
         let previous = self.calls.fetch_add(1, Ordering::SeqCst);
         if previous > 0 && self.inner.has(Fault::RollbackNotIdempotent) {
             return Err(SandboxError::failed(
-                format!("{}_rollback", self.op),
+                Operation::Rollback(self.op),
                 FailureReason::ProviderError,
                 "already rolled back",
             ));
@@ -981,7 +981,7 @@ impl SandboxProvider for MemoryProvider {
         );
         drop(st);
         let value = self.instance_value(&request, &id, InstanceState::Provisioning);
-        Ok(self.handoff(op::PROVISION, value, Target::DestroyInstance(id)))
+        Ok(self.handoff(Member::Provision, value, Target::DestroyInstance(id)))
     }
 
     async fn write_file(&self, request: WriteFileRequest) -> Result<(), SandboxError> {
@@ -1105,7 +1105,11 @@ impl SandboxProvider for MemoryProvider {
         let req = record.request.clone();
         drop(st);
         let value = self.instance_value(&req, &request.instance_id, InstanceState::Active);
-        Ok(self.handoff(op::ACTIVATE, value, Target::Deactivate(request.instance_id)))
+        Ok(self.handoff(
+            Member::Activate,
+            value,
+            Target::Deactivate(request.instance_id),
+        ))
     }
 
     async fn execute(&self, request: ExecuteRequest) -> Result<SandboxCommandResult, SandboxError> {
@@ -1117,11 +1121,7 @@ impl SandboxProvider for MemoryProvider {
             let st = &mut *guard;
             let record = find(&mut st.instances, &request.instance_id)?;
             if record.state != InstanceState::Active {
-                return Err(SandboxError::conflict(
-                    op::EXECUTE,
-                    "active",
-                    record.state.as_str(),
-                ));
+                return Err(SandboxError::conflict(op::EXECUTE, "active", record.state));
             }
             let mut env = base_environment();
             env.extend(command.environment.clone());
@@ -1233,7 +1233,7 @@ impl SandboxProvider for MemoryProvider {
         if self.inner.has(Fault::SnapshotSourceMismatch) {
             snapshot.source_instance_id = "mem-inst-000000".to_string();
         }
-        Ok(self.handoff(op::SNAPSHOT, snapshot, own))
+        Ok(self.handoff(Member::Snapshot, snapshot, own))
     }
 
     async fn clone_snapshot(
@@ -1271,7 +1271,7 @@ impl SandboxProvider for MemoryProvider {
         if self.inner.has(Fault::CloneReusesSourceId) {
             clone.snapshot_id = source_id;
         }
-        Ok(self.handoff(op::CLONE_SNAPSHOT, clone, own))
+        Ok(self.handoff(Member::CloneSnapshot, clone, own))
     }
 
     async fn release(
@@ -1291,7 +1291,11 @@ impl SandboxProvider for MemoryProvider {
         if !settle {
             st.destroy_instance(&request.instance_id);
             drop(st);
-            return Ok(self.handoff(op::RELEASE, ReleaseDisposition::Destroyed, Target::Nothing));
+            return Ok(self.handoff(
+                Member::Release,
+                ReleaseDisposition::Destroyed,
+                Target::Nothing,
+            ));
         }
         let expires_at = match request.snapshot_expires_at {
             Some(t) => t,
@@ -1309,7 +1313,11 @@ impl SandboxProvider for MemoryProvider {
         st.destroy_instance(&request.instance_id);
         drop(st);
         let own = Target::DestroySnapshot(snapshot.snapshot_id.clone());
-        Ok(self.handoff(op::RELEASE, ReleaseDisposition::Released { snapshot }, own))
+        Ok(self.handoff(
+            Member::Release,
+            ReleaseDisposition::Released { snapshot },
+            own,
+        ))
     }
 
     async fn resume(
@@ -1341,7 +1349,7 @@ impl SandboxProvider for MemoryProvider {
         );
         drop(st);
         let value = self.instance_value(&request.request, &id, InstanceState::Active);
-        Ok(self.handoff(op::RESUME, value, Target::DestroyInstance(id)))
+        Ok(self.handoff(Member::Resume, value, Target::DestroyInstance(id)))
     }
 
     async fn destroy(&self, request: DestroyRequest) -> Result<(), SandboxError> {
@@ -1533,7 +1541,7 @@ fn sha256_digest(bytes: &[u8]) -> Digest {
     Digest::from_sha256_bytes(Sha256::digest(bytes).into())
 }
 
-fn too_many(operation: &str, found: usize, max: u32) -> SandboxError {
+fn too_many(operation: Operation, found: usize, max: u32) -> SandboxError {
     SandboxError::invalid_request(
         operation,
         "max_entries",
@@ -1642,7 +1650,7 @@ impl OpenProcessMember for Inner {
             return Err(SandboxError::conflict(
                 op::OPEN_PROCESS,
                 "active",
-                record.state.as_str(),
+                record.state,
             ));
         }
         record.processes.retain(|p| p.is_live());
@@ -1650,7 +1658,7 @@ impl OpenProcessMember for Inner {
             return Err(SandboxError::conflict(
                 op::OPEN_PROCESS,
                 "no live process",
-                "process_already_open",
+                ConflictActual::ProcessAlreadyOpen,
             ));
         }
         let plan = self.plan(record, &st.external, &request);
@@ -1720,7 +1728,7 @@ impl ActiveWriteMember for Inner {
             return Err(SandboxError::conflict(
                 op::BEGIN_ACTIVE_WRITE,
                 "active",
-                record.state.as_str(),
+                record.state,
             ));
         }
         let mut owner: Option<SandboxMount> = None;

@@ -115,7 +115,7 @@ async fn observe(p: &MemoryProvider, fault: Fault) -> Value {
                 })
                 .await
                 .unwrap();
-            match wire::decode_value::<SandboxCommandResult>("command_result", &wire) {
+            match wire::decode_value::<SandboxCommandResult>(WireType::CommandResult, &wire) {
                 Ok(r) => json!({"exit": r.exit}),
                 Err(SandboxError::SandboxProtocolInvalid { field, .. }) => {
                     json!({"rejected": field})

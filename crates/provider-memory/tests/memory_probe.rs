@@ -199,7 +199,7 @@ async fn execute_needs_a_running_instance() {
     let e = exec_cmd(&p, &id, command(&["true"])).await.unwrap_err();
     assert_eq!(
         e,
-        SandboxError::conflict("execute", "active", "provisioning")
+        SandboxError::conflict(op::EXECUTE, "active", ConflictActual::Provisioning)
     );
 }
 

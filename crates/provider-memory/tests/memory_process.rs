@@ -139,7 +139,11 @@ async fn one_live_process_per_instance() {
     let e = open(&p, &id, &["cat"]).await.unwrap_err();
     assert_eq!(
         e,
-        SandboxError::conflict("open_process", "no live process", "process_already_open")
+        SandboxError::conflict(
+            op::OPEN_PROCESS,
+            "no live process",
+            ConflictActual::ProcessAlreadyOpen
+        )
     );
     // Another instance is independent.
     let other = active(&p, RetentionMode::EphemeralZdr).await;
@@ -227,7 +231,7 @@ async fn open_process_needs_a_running_instance() {
     let e = open(&p, &id, &["cat"]).await.unwrap_err();
     assert_eq!(
         e,
-        SandboxError::conflict("open_process", "active", "provisioning")
+        SandboxError::conflict(op::OPEN_PROCESS, "active", ConflictActual::Provisioning)
     );
 }
 

@@ -116,7 +116,7 @@ struct Trivial {
     content: Vec<u8>,
 }
 
-fn unsupported(operation: &str) -> SandboxError {
+fn unsupported(operation: Operation) -> SandboxError {
     SandboxError::failed(operation, FailureReason::ProviderError, "not in the bench")
 }
 
@@ -197,13 +197,13 @@ impl SandboxProvider for Trivial {
         })
     }
     async fn snapshot(&self, _: SnapshotRequest) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
-        Err(unsupported("snapshot"))
+        Err(unsupported(op::SNAPSHOT))
     }
     async fn clone_snapshot(
         &self,
         _: CloneSnapshotRequest,
     ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
-        Err(unsupported("clone_snapshot"))
+        Err(unsupported(op::CLONE_SNAPSHOT))
     }
     async fn release(
         &self,
@@ -215,7 +215,7 @@ impl SandboxProvider for Trivial {
         })
     }
     async fn resume(&self, _: ResumeRequest) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        Err(unsupported("resume"))
+        Err(unsupported(op::RESUME))
     }
     async fn destroy(&self, _: DestroyRequest) -> Result<(), SandboxError> {
         Ok(())

@@ -33,12 +33,13 @@ pub enum RecordState {
 }
 
 impl RecordState {
-    fn as_str(&self) -> &'static str {
+    /// The state as a lifecycle conflict reports it.
+    fn seen(&self) -> ConflictActual {
         match self {
-            RecordState::Provisioning => "provisioning",
-            RecordState::Active => "active",
-            RecordState::Released => "released",
-            RecordState::Destroyed => "destroyed",
+            RecordState::Provisioning => ConflictActual::Provisioning,
+            RecordState::Active => ConflictActual::Active,
+            RecordState::Released => ConflictActual::Released,
+            RecordState::Destroyed => ConflictActual::Destroyed,
         }
     }
 }
@@ -79,11 +80,11 @@ type Res<T> = Result<T, SandboxFailure>;
 
 /// A provider error passes through if it is in the adapter vocabulary; a
 /// runtime-only tag from a provider is itself a protocol failure.
-fn from_provider(operation: &str, e: SandboxError) -> SandboxFailure {
+fn from_provider(operation: Operation, e: SandboxError) -> SandboxFailure {
     checks::from_provider(operation, e).into()
 }
 
-fn mismatches(operation: &str, list: Vec<Mismatch>) -> Option<SandboxFailure> {
+fn mismatches(operation: Operation, list: Vec<Mismatch>) -> Option<SandboxFailure> {
     let mut it = list.into_iter();
     let first = it.next()?;
     let mut failure = SandboxFailure::from(first.into_error(operation));
@@ -179,7 +180,12 @@ impl Adapter {
     }
 
     /// The record for `instance_id` if its state is one of `accepted`.
-    fn admit(&self, operation: &str, instance_id: &str, accepted: &[RecordState]) -> Res<Record> {
+    fn admit(
+        &self,
+        operation: Operation,
+        instance_id: &str,
+        accepted: &[RecordState],
+    ) -> Res<Record> {
         let records = self.records();
         let Some(rec) = records.get(instance_id) else {
             return Err(SandboxError::SandboxInstanceNotFound {
@@ -188,9 +194,9 @@ impl Adapter {
             .into());
         };
         if !accepted.contains(&rec.state) {
-            let expected: Vec<&str> = accepted.iter().map(RecordState::as_str).collect();
+            let expected: Vec<&str> = accepted.iter().map(|s| s.seen().as_str()).collect();
             return Err(
-                SandboxError::conflict(operation, expected.join("|"), rec.state.as_str()).into(),
+                SandboxError::conflict(operation, expected.join("|"), rec.state.seen()).into(),
             );
         }
         Ok(rec.clone())
@@ -229,7 +235,7 @@ impl Adapter {
 
     /// Admits a provision or resume request: identity fields this adapter
     /// must own, the mount plan, the envelope fit and the hard expiry.
-    fn admit_request(&self, operation: &str, request: &SandboxProvisionRequest) -> Res<()> {
+    fn admit_request(&self, operation: Operation, request: &SandboxProvisionRequest) -> Res<()> {
         if request.provider != self.provider_id() {
             return Err(SandboxError::invalid_request(
                 operation,
@@ -282,7 +288,7 @@ impl Adapter {
         let (provider, req) = (self.shared.provider.clone(), request.clone());
         let (instance, guard) = acquire(
             &self.shared.tasks,
-            op::PROVISION,
+            Member::Provision,
             async move { provider.provision(req).await },
             self.shared.rollback_bound,
         )
@@ -390,7 +396,12 @@ impl Adapter {
             .into());
         }
         if rec.state == RecordState::Active && home != PathHome::Output {
-            return Err(SandboxError::conflict(op::WRITE_FILE, "provisioning", "active").into());
+            return Err(SandboxError::conflict(
+                op::WRITE_FILE,
+                "provisioning",
+                ConflictActual::Active,
+            )
+            .into());
         }
         if content.len() as u64 > MAX_FILE_BYTES {
             return Err(SandboxError::SandboxFileTooLarge {
@@ -428,7 +439,7 @@ impl Adapter {
         );
         let (instance, guard) = acquire(
             &self.shared.tasks,
-            op::ACTIVATE,
+            Member::Activate,
             async move { provider.activate(req).await },
             self.shared.rollback_bound,
         )
@@ -703,7 +714,13 @@ impl Adapter {
         Ok(out)
     }
 
-    fn listing_root(&self, operation: &str, rec: &Record, root: &str, max_entries: u32) -> Res<()> {
+    fn listing_root(
+        &self,
+        operation: Operation,
+        rec: &Record,
+        root: &str,
+        max_entries: u32,
+    ) -> Res<()> {
         if max_entries > MAX_LIST_ENTRIES {
             return Err(SandboxError::invalid_request(
                 operation,
@@ -747,7 +764,7 @@ impl Adapter {
                 return Err(SandboxError::conflict(
                     op::LIST_DIR,
                     "list_dir: true",
-                    "list_dir_unsupported",
+                    ConflictActual::ListDirUnsupported,
                 )
                 .into())
             }
@@ -803,7 +820,7 @@ impl Adapter {
             return Err(SandboxError::conflict(
                 op::LIST_PROJECT_DIR,
                 "list_project_dir member",
-                "list_project_dir_unsupported",
+                ConflictActual::ListProjectDirUnsupported,
             )
             .into());
         };
@@ -849,7 +866,7 @@ impl Adapter {
         );
         let (snapshot, guard) = acquire(
             &self.shared.tasks,
-            op::SNAPSHOT,
+            Member::Snapshot,
             async move { provider.snapshot(req).await },
             self.shared.rollback_bound,
         )
@@ -865,7 +882,12 @@ impl Adapter {
         Ok(snapshot)
     }
 
-    fn admit_snapshot(&self, operation: &str, rec: &Record, expires_at: &Timestamp) -> Res<()> {
+    fn admit_snapshot(
+        &self,
+        operation: Operation,
+        rec: &Record,
+        expires_at: &Timestamp,
+    ) -> Res<()> {
         if rec.request.profile.retention == RetentionMode::EphemeralZdr {
             return Err(SandboxError::SandboxSnapshotForbidden {
                 instance_id: rec.instance.instance_id.clone(),
@@ -945,7 +967,7 @@ impl Adapter {
         );
         let (clone, guard) = acquire(
             &self.shared.tasks,
-            op::CLONE_SNAPSHOT,
+            Member::CloneSnapshot,
             async move { provider.clone_snapshot(req).await },
             self.shared.rollback_bound,
         )
@@ -1008,7 +1030,7 @@ impl Adapter {
         );
         let (disposition, guard) = acquire(
             &self.shared.tasks,
-            op::RELEASE,
+            Member::Release,
             async move { provider.release(req).await },
             self.shared.rollback_bound,
         )
@@ -1130,7 +1152,7 @@ impl Adapter {
         );
         let (instance, guard) = acquire(
             &self.shared.tasks,
-            op::RESUME,
+            Member::Resume,
             async move { provider.resume(req).await },
             self.shared.rollback_bound,
         )
@@ -1227,7 +1249,7 @@ impl Adapter {
             return Err(SandboxError::conflict(
                 op::OPEN_PROCESS,
                 "open_process member",
-                "open_process_unsupported",
+                ConflictActual::OpenProcessUnsupported,
             )
             .into());
         };
@@ -1248,14 +1270,17 @@ impl Adapter {
                     .await;
             let failure = match destroyed {
                 Ok(Ok(Ok(()))) => rejection,
-                Ok(Ok(Err(e))) => rejection.then(checks::from_provider("open_process_destroy", e)),
+                Ok(Ok(Err(e))) => rejection.then(checks::from_provider(
+                    Operation::Process(ProcessStep::Destroy),
+                    e,
+                )),
                 Ok(Err(join)) => rejection.then(SandboxError::failed(
-                    "open_process_destroy",
+                    Operation::Process(ProcessStep::Destroy),
                     FailureReason::ProviderError,
                     join.to_string(),
                 )),
                 Err(_) => rejection.then(SandboxError::failed(
-                    "open_process_destroy",
+                    Operation::Process(ProcessStep::Destroy),
                     FailureReason::TimedOut,
                     format!("destroy did not settle within {} s", bound.as_secs()),
                 )),
@@ -1276,7 +1301,7 @@ impl Adapter {
     /// provider's error; `SandboxProtocolInvalid{begin_active_write}` for
     /// an outcome naming another transaction, mount or path list.
     pub async fn begin_active_write(&self, request: ActiveWriteRequest) -> Res<ActiveWriteOutcome> {
-        const OP: &str = op::BEGIN_ACTIVE_WRITE;
+        const OP: Operation = op::BEGIN_ACTIVE_WRITE;
         let rec = self.admit(OP, &request.instance_id, &[RecordState::Active])?;
         let member = match (
             self.envelope().active_mount_write,
@@ -1287,7 +1312,7 @@ impl Adapter {
                 return Err(SandboxError::conflict(
                     OP,
                     "active_mount_write: true",
-                    "active_mount_write_unsupported",
+                    ConflictActual::ActiveMountWriteUnsupported,
                 )
                 .into())
             }

@@ -4,7 +4,9 @@
 //! path belongs to and whether the caller may touch it at all.
 
 use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
+use checkfu_sandbox_contract::op;
 use checkfu_sandbox_contract::validate;
+use checkfu_sandbox_contract::Operation;
 use checkfu_sandbox_contract::{MountAccess, SandboxError, SandboxMount};
 
 /// True when `path` is absolute and normalized: starts with `/`, no empty,
@@ -44,7 +46,7 @@ impl PathHome {
 /// `SandboxOperationFailed{reason: path_not_admitted}` when it lies outside
 /// every mount and the output tree.
 pub fn home_of(
-    operation: &str,
+    operation: Operation,
     field: &str,
     path: &str,
     mounts: &[SandboxMount],
@@ -66,7 +68,7 @@ pub fn home_of(
         .max_by_key(|m| m.path.len())
         .map(|m| PathHome::Mount(m.clone()))
         .ok_or_else(|| SandboxError::SandboxOperationFailed {
-            operation: operation.into(),
+            operation,
             reason: checkfu_sandbox_contract::FailureReason::PathNotAdmitted,
             message: format!("{path} is outside every declared mount and {OUTPUT_PATH}"),
             field: Some(field.into()),
@@ -85,7 +87,7 @@ pub fn owning_rw_mount(
     paths: &[&str],
     mounts: &[SandboxMount],
 ) -> Result<SandboxMount, SandboxError> {
-    const OP: &str = "begin_active_write";
+    const OP: Operation = op::BEGIN_ACTIVE_WRITE;
     let mut owner: Option<SandboxMount> = None;
     for (i, path) in paths.iter().enumerate() {
         let field = format!("files[{i}].path");
@@ -93,7 +95,7 @@ pub fn owning_rw_mount(
         let mount = match home {
             PathHome::Output => {
                 return Err(SandboxError::SandboxOperationFailed {
-                    operation: OP.into(),
+                    operation: OP,
                     reason: checkfu_sandbox_contract::FailureReason::PathNotAdmitted,
                     message: "the output tree is written through writeFile, not beginActiveWrite"
                         .into(),
@@ -106,7 +108,7 @@ pub fn owning_rw_mount(
         };
         if mount.access != MountAccess::ReadWrite {
             return Err(SandboxError::SandboxOperationFailed {
-                operation: OP.into(),
+                operation: OP,
                 reason: checkfu_sandbox_contract::FailureReason::ReadOnly,
                 message: format!("the deepest mount owning {path} is read-only"),
                 field: Some(field),
@@ -185,22 +187,22 @@ mod tests {
             mount("/w/ro", MountAccess::ReadOnly),
         ];
         assert_eq!(
-            home_of("x", "path", "/w/ro/f", &mounts)
+            home_of(op::EXECUTE, "path", "/w/ro/f", &mounts)
                 .unwrap()
                 .allowed_root(),
             "/w/ro"
         );
         assert_eq!(
-            home_of("x", "path", "/w/f", &mounts)
+            home_of(op::EXECUTE, "path", "/w/f", &mounts)
                 .unwrap()
                 .allowed_root(),
             "/w"
         );
         assert_eq!(
-            home_of("x", "path", "/mnt/session/outputs/y", &mounts).unwrap(),
+            home_of(op::EXECUTE, "path", "/mnt/session/outputs/y", &mounts).unwrap(),
             PathHome::Output
         );
-        assert!(home_of("x", "path", "/etc/passwd", &mounts).is_err());
+        assert!(home_of(op::EXECUTE, "path", "/etc/passwd", &mounts).is_err());
         assert!(owning_rw_mount(&["/w/ro/f"], &mounts).is_err());
         assert_eq!(
             owning_rw_mount(&["/w/a", "/w/b/c"], &mounts).unwrap().path,

@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use checkfu_sandbox_contract::wire::check_capabilities;
+use checkfu_sandbox_contract::Operation;
 use checkfu_sandbox_contract::{
     EgressCertification, EnforcementLevel, ImageMode, NetworkMode, PackageManager, Placement,
     Platform, RetentionMode, SandboxError, SandboxProviderCapabilities, Tier,
@@ -23,10 +24,10 @@ use serde::{Deserialize, Serialize};
 
 /// The operation name ceiling and drift refusals carry in
 /// `SandboxProtocolInvalid{operation}`.
-pub const CEILING_OPERATION: &str = "enrollment_ceiling";
+pub const CEILING_OPERATION: Operation = Operation::EnrollmentCeiling;
 
 /// The operation name a drifted live envelope's refusal carries.
-pub const DRIFT_OPERATION: &str = "enrolled_envelope";
+pub const DRIFT_OPERATION: Operation = Operation::EnrolledEnvelope;
 
 /// The most an enrolled provider may claim, field by field. Every field is
 /// optional; an absent field does not bound the claim.

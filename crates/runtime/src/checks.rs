@@ -4,6 +4,7 @@
 use checkfu_sandbox_contract::identity::Mismatch;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::validate;
+use checkfu_sandbox_contract::Operation;
 use checkfu_sandbox_contract::{
     ReadFileOutcome, ReadFilesEntry, SandboxCommand, SandboxError, SandboxFailure,
     SandboxProcessRequest, SandboxProfile,
@@ -17,12 +18,12 @@ type Res<T> = Result<T, SandboxFailure>;
 /// tag authored by a provider is itself a protocol failure naming `_tag`.
 /// Applied to every error a provider hands back: results, rollbacks and
 /// process control alike.
-pub(crate) fn from_provider(operation: &str, e: SandboxError) -> SandboxError {
+pub(crate) fn from_provider(operation: Operation, e: SandboxError) -> SandboxError {
     // A decode failure from a wire transport in front of the provider
     // (operation `decode_*`) is the runtime side's own verdict: keep it.
     let transport_decode = matches!(
         &e,
-        SandboxError::SandboxProtocolInvalid { operation, .. } if operation.starts_with("decode_")
+        SandboxError::SandboxProtocolInvalid { operation, .. } if operation.is_decode()
     );
     if e.is_runtime_only() && !transport_decode {
         SandboxError::protocol(
@@ -37,7 +38,7 @@ pub(crate) fn from_provider(operation: &str, e: SandboxError) -> SandboxError {
 }
 
 /// The first violation in `found`, as `invalid_request` under `operation`.
-fn first_refusal(operation: &str, found: Vec<Mismatch>) -> Res<()> {
+fn first_refusal(operation: Operation, found: Vec<Mismatch>) -> Res<()> {
     match found.into_iter().next() {
         None => Ok(()),
         Some(m) => Err(validate::invalid_request(operation, m).into()),
@@ -56,7 +57,7 @@ pub(crate) fn process_request(r: &SandboxProcessRequest) -> Res<()> {
 }
 
 /// A profile's own shape.
-pub(crate) fn profile(operation: &str, p: &SandboxProfile) -> Res<()> {
+pub(crate) fn profile(operation: Operation, p: &SandboxProfile) -> Res<()> {
     if p.max_duration_seconds == 0 {
         return Err(SandboxError::invalid_request(
             operation,
@@ -139,7 +140,7 @@ pub(crate) fn read_files_result(
 
 /// A listing: at most `max_entries`, every entry under `root`, no repeats.
 pub(crate) fn listing<'a>(
-    operation: &str,
+    operation: Operation,
     root: &str,
     max_entries: u32,
     paths: impl Iterator<Item = &'a str>,

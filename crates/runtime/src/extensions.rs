@@ -86,7 +86,7 @@ impl Adapter {
             return Err(SandboxError::conflict(
                 op::CLEANUP_INVENTORY,
                 "cleanup_inventory",
-                "cleanup_inventory_unsupported",
+                checkfu_sandbox_contract::ConflictActual::CleanupInventoryUnsupported,
             )
             .into());
         };

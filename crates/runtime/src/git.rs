@@ -9,6 +9,7 @@
 //! received (SHA-1 or SHA-256, after the repository's object format), so
 //! nothing staged is trusted unverified.
 
+use checkfu_sandbox_contract::Operation;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,7 +19,7 @@ use checkfu_sandbox_contract::{FailureReason, SandboxError, SandboxFailure};
 use sha2::Digest as _;
 
 /// The operation name every failure here carries.
-const OP: &str = "stage_git";
+const OP: Operation = Operation::StageGit;
 
 /// Most bytes of blob content one staging run reads (all blobs together).
 pub const MAX_STAGE_GIT_BYTES: u64 = 256 * MIB;

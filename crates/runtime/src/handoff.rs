@@ -5,7 +5,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use checkfu_sandbox_contract::{FailureReason, Handoff, Rollback, SandboxError, SandboxFailure};
+use checkfu_sandbox_contract::{
+    FailureReason, Handoff, Member, Operation, Rollback, SandboxError, SandboxFailure,
+};
 use tokio_util::task::TaskTracker;
 
 /// Runs `rollback` at most once in its own task, bounded by `bound`.
@@ -13,27 +15,26 @@ use tokio_util::task::TaskTracker;
 /// The task is spawned before anything is awaited, so a caller that drops
 /// this future still gets the rollback run; past `bound` the task is
 /// detached and the failure is `SandboxOperationFailed{operation:
-/// "<operation>_rollback", reason: timed_out}`.
+/// "<member>_rollback", reason: timed_out}`.
 pub(crate) async fn run_rollback(
     tasks: &TaskTracker,
-    operation: &str,
+    member: Member,
     rollback: Arc<dyn Rollback>,
     bound: Duration,
 ) -> Result<(), SandboxError> {
+    let operation = Operation::Rollback(member);
     let task = tasks.spawn(async move { rollback.rollback().await });
     match tokio::time::timeout(bound, task).await {
-        Ok(Ok(result)) => {
-            result.map_err(|e| crate::checks::from_provider(&format!("{operation}_rollback"), e))
-        }
+        Ok(Ok(result)) => result.map_err(|e| crate::checks::from_provider(operation, e)),
         Ok(Err(join)) => Err(SandboxError::failed(
-            format!("{operation}_rollback"),
+            operation,
             FailureReason::ProviderError,
             format!("rollback task ended abnormally: {join}"),
         )),
         Err(_) => {
-            tracing::warn!(operation, "rollback exceeded its bound; detached");
+            tracing::warn!(%operation, "rollback exceeded its bound; detached");
             Err(SandboxError::failed(
-                format!("{operation}_rollback"),
+                operation,
                 FailureReason::TimedOut,
                 format!(
                     "rollback did not settle within {} s; left to sweep and hard expiry",
@@ -48,7 +49,7 @@ pub(crate) async fn run_rollback(
 /// ([`Guard::accept`]) or rejects ([`Guard::reject`]). Dropped without
 /// either — the caller was cancelled — it spawns the rollback.
 pub(crate) struct Guard {
-    operation: &'static str,
+    member: Member,
     rollback: Option<Arc<dyn Rollback>>,
     bound: Duration,
     tasks: TaskTracker,
@@ -56,7 +57,7 @@ pub(crate) struct Guard {
 
 impl Guard {
     pub(crate) fn new<T>(
-        operation: &'static str,
+        member: Member,
         handoff: Handoff<T>,
         bound: Duration,
         tasks: TaskTracker,
@@ -64,7 +65,7 @@ impl Guard {
         (
             handoff.value,
             Guard {
-                operation,
+                member,
                 rollback: Some(handoff.rollback),
                 bound,
                 tasks,
@@ -84,8 +85,8 @@ impl Guard {
         let Some(rollback) = self.rollback.take() else {
             return [Ok(()), Ok(())];
         };
-        let first = run_rollback(&self.tasks, self.operation, rollback.clone(), self.bound).await;
-        let second = run_rollback(&self.tasks, self.operation, rollback, self.bound).await;
+        let first = run_rollback(&self.tasks, self.member, rollback.clone(), self.bound).await;
+        let second = run_rollback(&self.tasks, self.member, rollback, self.bound).await;
         [first, second]
     }
 
@@ -95,7 +96,7 @@ impl Guard {
         let Some(rollback) = self.rollback.take() else {
             return rejection;
         };
-        match run_rollback(&self.tasks, self.operation, rollback, self.bound).await {
+        match run_rollback(&self.tasks, self.member, rollback, self.bound).await {
             Ok(()) => rejection,
             Err(e) => rejection.then(e),
         }
@@ -105,17 +106,17 @@ impl Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(rollback) = self.rollback.take() {
-            let operation = self.operation;
+            let operation = self.member;
             let bound = self.bound;
             tracing::debug!(
-                operation,
+                %operation,
                 "handoff abandoned before ownership; rolling back"
             );
             if tokio::runtime::Handle::try_current().is_ok() {
                 let tasks = self.tasks.clone();
                 self.tasks.spawn(async move {
                     if let Err(e) = run_rollback(&tasks, operation, rollback, bound).await {
-                        tracing::warn!(operation, error = %e, "rollback after cancellation failed");
+                        tracing::warn!(%operation, error = %e, "rollback after cancellation failed");
                     }
                 });
             }
@@ -137,7 +138,7 @@ impl Drop for Guard {
 /// provider_error}` when the provider call panicked.
 pub(crate) async fn acquire<T: Send + 'static>(
     tasks: &TaskTracker,
-    operation: &'static str,
+    member: Member,
     call: impl Future<Output = Result<Handoff<T>, SandboxError>> + Send + 'static,
     bound: Duration,
 ) -> Result<(T, Guard), SandboxError> {
@@ -146,16 +147,16 @@ pub(crate) async fn acquire<T: Send + 'static>(
     tasks.spawn(async move {
         let result = call.await;
         if let Err(Ok(handoff)) = tx.send(result) {
-            tracing::debug!(operation, "caller gone before the handoff; rolling back");
-            if let Err(e) = run_rollback(&tracker, operation, handoff.rollback, bound).await {
-                tracing::warn!(operation, error = %e, "rollback of an unclaimed handoff failed");
+            tracing::debug!(%member, "caller gone before the handoff; rolling back");
+            if let Err(e) = run_rollback(&tracker, member, handoff.rollback, bound).await {
+                tracing::warn!(%member, error = %e, "rollback of an unclaimed handoff failed");
             }
         }
     });
     match rx.await {
-        Ok(result) => result.map(|handoff| Guard::new(operation, handoff, bound, tasks.clone())),
+        Ok(result) => result.map(|handoff| Guard::new(member, handoff, bound, tasks.clone())),
         Err(_) => Err(SandboxError::failed(
-            operation,
+            Operation::Member(member),
             FailureReason::ProviderError,
             "the provider call ended without a result (it panicked)",
         )),

@@ -3,6 +3,7 @@
 
 use checkfu_sandbox_contract::identity::check_instance;
 use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::Member;
 use checkfu_sandbox_contract::{InstanceState, SandboxFailure, SandboxProvisionRequest};
 
 use crate::checks;
@@ -38,7 +39,7 @@ impl Adapter {
         let (provider, req) = (self.provider_arc(), request.clone());
         let (instance, guard) = acquire(
             self.tasks(),
-            op::PROVISION,
+            Member::Provision,
             async move { provider.provision(req).await },
             self.rollback_bound(),
         )

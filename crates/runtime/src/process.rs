@@ -1,5 +1,6 @@
 //! A validated live process (spec "openProcess").
 
+use checkfu_sandbox_contract::{Operation, ProcessStep};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -71,7 +72,7 @@ impl ProcessHandle {
                 self.control
                     .wait()
                     .await
-                    .map_err(|e| from_provider("open_process_wait", e))
+                    .map_err(|e| from_provider(Operation::Process(ProcessStep::Wait), e))
             })
             .await
             .clone()
@@ -85,7 +86,7 @@ impl ProcessHandle {
         self.control
             .signal(signal)
             .await
-            .map_err(|e| from_provider("open_process_signal", e))
+            .map_err(|e| from_provider(Operation::Process(ProcessStep::Signal), e))
     }
 
     /// Idempotent teardown.
@@ -96,6 +97,6 @@ impl ProcessHandle {
         self.control
             .destroy()
             .await
-            .map_err(|e| from_provider("open_process_destroy", e))
+            .map_err(|e| from_provider(Operation::Process(ProcessStep::Destroy), e))
     }
 }

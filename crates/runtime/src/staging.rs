@@ -4,6 +4,8 @@
 //! provisioning (spec "Paths, mounts": mount staging is push, not pull).
 //! The provider never fetches anything and holds no credential.
 
+use checkfu_sandbox_contract::op;
+use checkfu_sandbox_contract::Operation;
 use std::path::{Path, PathBuf};
 
 use checkfu_sandbox_contract::{Digest, FailureReason, SandboxError, SandboxFailure};
@@ -45,7 +47,7 @@ pub fn sha256_digest(bytes: &[u8]) -> Digest {
 }
 
 fn stage_error(
-    operation: &str,
+    operation: Operation,
     reason: FailureReason,
     message: impl Into<String>,
 ) -> SandboxFailure {
@@ -91,7 +93,13 @@ pub async fn stage_git(
     let (repo, rev, repo_path) = (repo.to_path_buf(), rev.to_owned(), repo_path.to_owned());
     let blobs = tokio::task::spawn_blocking(move || read_git_blobs(&repo, &rev, &repo_path))
         .await
-        .map_err(|e| stage_error("stage_git", FailureReason::ProviderError, e.to_string()))??;
+        .map_err(|e| {
+            stage_error(
+                Operation::StageGit,
+                FailureReason::ProviderError,
+                e.to_string(),
+            )
+        })??;
     let files = blobs
         .into_iter()
         .map(|b| {
@@ -122,7 +130,7 @@ pub struct FolderFile {
 /// `SandboxOperationFailed{operation: stage_folder}` naming the path.
 pub fn read_folder(dir: &Path) -> Result<Vec<FolderFile>, SandboxFailure> {
     use std::os::unix::fs::PermissionsExt as _;
-    const OP: &str = "stage_folder";
+    const OP: Operation = Operation::StageFolder;
     let io = |p: &Path, e: std::io::Error| {
         stage_error(OP, FailureReason::NotFound, format!("{}: {e}", p.display()))
     };
@@ -190,7 +198,13 @@ pub async fn stage_folder(
     let dir = dir.to_path_buf();
     let files = tokio::task::spawn_blocking(move || read_folder(&dir))
         .await
-        .map_err(|e| stage_error("stage_folder", FailureReason::ProviderError, e.to_string()))??;
+        .map_err(|e| {
+            stage_error(
+                Operation::StageFolder,
+                FailureReason::ProviderError,
+                e.to_string(),
+            )
+        })??;
     let files = files
         .into_iter()
         .map(|f| (f.path, f.bytes, None, f.mode))
@@ -211,7 +225,7 @@ async fn push(
         let path = join_sandbox(mount_path, &rel);
         if !is_normalized(&path) {
             return Err(SandboxError::invalid_request(
-                "write_file",
+                op::WRITE_FILE,
                 "path",
                 "an absolute normalized path",
                 path,

@@ -26,7 +26,7 @@ async fn list_dir_false_is_list_dir_unsupported_at_call_time() {
         only(&f),
         op::LIST_DIR,
         "list_dir: true",
-        "list_dir_unsupported",
+        ConflictActual::ListDirUnsupported,
     );
     assert!(
         h.provider.calls().is_empty(),
@@ -48,7 +48,7 @@ async fn list_dir_true_with_the_member_absent_refuses_identically() {
         only(&f),
         op::LIST_DIR,
         "list_dir: true",
-        "list_dir_unsupported",
+        ConflictActual::ListDirUnsupported,
     );
 
     let mut env = full_envelope();
@@ -77,7 +77,7 @@ async fn list_project_dir_absent_is_a_typed_refusal() {
         only(&f),
         op::LIST_PROJECT_DIR,
         "list_project_dir member",
-        "list_project_dir_unsupported",
+        ConflictActual::ListProjectDirUnsupported,
     );
     assert!(h.provider.calls().is_empty());
 }
@@ -96,7 +96,7 @@ async fn open_process_absent_is_a_typed_refusal() {
         only(&f),
         op::OPEN_PROCESS,
         "open_process member",
-        "open_process_unsupported",
+        ConflictActual::OpenProcessUnsupported,
     );
     assert!(h.provider.calls().is_empty());
 }
@@ -127,7 +127,7 @@ async fn begin_active_write_without_the_capability_is_refused() {
         only(&f),
         op::BEGIN_ACTIVE_WRITE,
         "active_mount_write: true",
-        "active_mount_write_unsupported",
+        ConflictActual::ActiveMountWriteUnsupported,
     );
     assert!(
         h.provider.calls().is_empty(),
@@ -149,7 +149,7 @@ async fn begin_active_write_declared_but_absent_refuses_identically() {
         only(&f),
         op::BEGIN_ACTIVE_WRITE,
         "active_mount_write: true",
-        "active_mount_write_unsupported",
+        ConflictActual::ActiveMountWriteUnsupported,
     );
 }
 

@@ -19,7 +19,7 @@ use support::*;
 #[track_caller]
 fn assert_failed_field(
     e: &SandboxError,
-    operation: &str,
+    operation: Operation,
     reason: FailureReason,
     field: &str,
     expected: &str,
@@ -34,7 +34,7 @@ fn assert_failed_field(
             actual: a,
             ..
         } => {
-            assert_eq!(o, operation, "{e}");
+            assert_eq!(*o, operation, "{e}");
             assert_eq!(*r, reason, "{e}");
             assert_eq!(f.as_deref(), Some(field), "{e}");
             assert_eq!(x.as_deref(), Some(expected), "{e}");
@@ -101,7 +101,12 @@ async fn write_file_in_active_outside_the_output_tree_is_refused() {
             .write_file(&i.instance_id, &path, b"x".to_vec())
             .await
             .unwrap_err();
-        assert_conflict(only(&f), op::WRITE_FILE, "provisioning", "active");
+        assert_conflict(
+            only(&f),
+            op::WRITE_FILE,
+            "provisioning",
+            ConflictActual::Active,
+        );
     }
     assert!(h.provider.calls().is_empty());
     h.adapter

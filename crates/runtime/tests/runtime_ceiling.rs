@@ -104,7 +104,7 @@ fn a_drifted_live_envelope_is_refused_naming_the_field() {
     assert_eq!(
         err,
         SandboxError::protocol(
-            "enrolled_envelope",
+            Operation::EnrolledEnvelope,
             "enforcement.network",
             "\"provider_enforced\"",
             "\"not_enforced\""
@@ -156,7 +156,7 @@ fn a_claim_that_cannot_be_cut_down_is_refused_naming_the_field() {
     assert_eq!(
         err,
         SandboxError::protocol(
-            "enrollment_ceiling",
+            Operation::EnrollmentCeiling,
             "tiers",
             "a subset of [\"microvm\"]",
             "[\"container\"]"

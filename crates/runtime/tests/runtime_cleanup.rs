@@ -99,7 +99,7 @@ async fn swept_instances_are_recorded_destroyed() {
         .execute(&i.instance_id, echo(&["x"]))
         .await
         .unwrap_err();
-    assert_conflict(only(&f), op::EXECUTE, "active", "destroyed");
+    assert_conflict(only(&f), op::EXECUTE, "active", ConflictActual::Destroyed);
 }
 
 #[tokio::test]

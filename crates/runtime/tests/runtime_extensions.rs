@@ -130,11 +130,11 @@ fn answering(image: Option<&str>, inventory: Option<CleanupInventory>) -> Adapte
 
 const HEX: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-fn protocol_field(f: &SandboxFailure) -> (String, String) {
+fn protocol_field(f: &SandboxFailure) -> (Operation, String) {
     match &f.causes().collect::<Vec<_>>()[..] {
         [SandboxError::SandboxProtocolInvalid {
             operation, field, ..
-        }] => (operation.clone(), field.clone()),
+        }] => (*operation, field.clone()),
         other => panic!("expected one protocol failure, got {other:?}"),
     }
 }
@@ -162,7 +162,7 @@ async fn a_malformed_or_foreign_pin_is_a_protocol_failure() {
         let f = adapter.resolve_image(input).await.unwrap_err();
         assert_eq!(
             protocol_field(&f),
-            (op::RESOLVE_IMAGE.to_owned(), "reference".to_owned()),
+            (op::RESOLVE_IMAGE, "reference".to_owned()),
             "{answer} for {input}"
         );
     }
@@ -245,7 +245,7 @@ async fn the_dry_run_refuses_a_repeated_or_empty_id() {
             .unwrap_err();
         assert_eq!(
             protocol_field(&f),
-            (op::CLEANUP_INVENTORY.to_owned(), field.to_owned())
+            (op::CLEANUP_INVENTORY, field.to_owned())
         );
     }
     let f = answering(None, None)

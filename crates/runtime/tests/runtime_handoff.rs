@@ -27,7 +27,7 @@ enum Ctx {
     Snapshot(SandboxSnapshot),
 }
 
-async fn prepare(h: &Harness, operation: &str) -> Ctx {
+async fn prepare(h: &Harness, operation: Operation) -> Ctx {
     let ctx = match operation {
         op::PROVISION => Ctx::None,
         op::ACTIVATE => Ctx::Instance(h.provisioned(RetentionMode::Durable).await.instance_id),
@@ -43,7 +43,7 @@ async fn prepare(h: &Harness, operation: &str) -> Ctx {
 
 type Call<'a> = Pin<Box<dyn Future<Output = Result<(), SandboxFailure>> + 'a>>;
 
-fn call<'a>(h: &'a Harness, operation: &'static str, ctx: &'a Ctx) -> Call<'a> {
+fn call<'a>(h: &'a Harness, operation: Operation, ctx: &'a Ctx) -> Call<'a> {
     let a = &h.adapter;
     let later = t0().add_seconds(86_400);
     match (operation, ctx) {
@@ -74,7 +74,7 @@ fn call<'a>(h: &'a Harness, operation: &'static str, ctx: &'a Ctx) -> Call<'a> {
 /// Makes `operation`'s value fail its identity check on `session_id` (or
 /// `run_id` for instances); returns the expected rejection's operation
 /// and field.
-fn break_value(h: &Harness, operation: &str) -> (&'static str, &'static str) {
+fn break_value(h: &Harness, operation: Operation) -> (Operation, &'static str) {
     match operation {
         op::PROVISION | op::ACTIVATE | op::RESUME => {
             h.provider
@@ -93,6 +93,13 @@ fn break_value(h: &Harness, operation: &str) -> (&'static str, &'static str) {
         }
         other => panic!("{other}"),
     }
+}
+
+/// The rollback of the allocating member `operation`.
+fn rollback(operation: Operation) -> Operation {
+    operation
+        .rollback()
+        .unwrap_or_else(|| panic!("not a member: {operation}"))
 }
 
 fn rollbacks(h: &Harness) -> (usize, usize) {
@@ -114,7 +121,7 @@ async fn settle() {
 /// allocation once the rollback completed.
 fn assert_not_taken(
     h: &Harness,
-    operation: &str,
+    operation: Operation,
     ctx: &Ctx,
     held: &[(String, RecordState)],
     snaps: &[String],
@@ -140,7 +147,7 @@ fn assert_not_taken(
     }
 }
 
-async fn rejection_rolls_back_once(operation: &'static str) {
+async fn rejection_rolls_back_once(operation: Operation) {
     let h = Harness::new();
     let ctx = prepare(&h, operation).await;
     let held = h.adapter.instances();
@@ -154,28 +161,28 @@ async fn rejection_rolls_back_once(operation: &'static str) {
             expected,
             actual,
         } => {
-            assert_eq!((o.as_str(), got.as_str()), (check, field));
+            assert_eq!((*o, got.as_str()), (check, field));
             assert_ne!(expected, actual);
         }
         other => panic!("{other}"),
     }
     assert_eq!(rollbacks(&h), (1, 1));
-    assert_eq!(h.provider.count(&format!("{operation}_rollback")), 1);
+    assert_eq!(h.provider.count(rollback(operation)), 1);
     settle().await;
     assert_eq!(rollbacks(&h), (1, 1), "no second rollback later");
     assert_not_taken(&h, operation, &ctx, &held, &snaps);
 }
 
-async fn acceptance_never_rolls_back(operation: &'static str) {
+async fn acceptance_never_rolls_back(operation: Operation) {
     let h = Harness::new();
     let ctx = prepare(&h, operation).await;
     call(&h, operation, &ctx).await.unwrap();
     settle().await;
     assert_eq!(rollbacks(&h), (0, 0));
-    assert_eq!(h.provider.count(&format!("{operation}_rollback")), 0);
+    assert_eq!(h.provider.count(rollback(operation)), 0);
 }
 
-async fn drop_while_provider_pending(operation: &'static str) {
+async fn drop_while_provider_pending(operation: Operation) {
     let h = Harness::new();
     let ctx = prepare(&h, operation).await;
     let held = h.adapter.instances();
@@ -197,13 +204,13 @@ async fn drop_while_provider_pending(operation: &'static str) {
     assert_eq!(h.provider.snapshot_ids(), snaps);
 }
 
-async fn drop_during_slow_rollback(operation: &'static str) {
+async fn drop_during_slow_rollback(operation: Operation) {
     let h = Harness::new();
     let ctx = prepare(&h, operation).await;
     let held = h.adapter.instances();
     let snaps = h.provider.snapshot_ids();
     break_value(&h, operation);
-    let gate = h.provider.gate(&format!("{operation}_rollback"));
+    let gate = h.provider.gate(rollback(operation));
     tokio::select! {
         r = call(&h, operation, &ctx) => panic!("the call settled: {r:?}"),
         () = gate.entered.notified() => {}
@@ -213,11 +220,11 @@ async fn drop_during_slow_rollback(operation: &'static str) {
     gate.proceed.notify_one();
     settle().await;
     assert_eq!(rollbacks(&h), (1, 1), "the rollback completed exactly once");
-    assert_eq!(h.provider.count(&format!("{operation}_rollback")), 1);
+    assert_eq!(h.provider.count(rollback(operation)), 1);
     assert_not_taken(&h, operation, &ctx, &held, &snaps);
 }
 
-async fn rollback_hanging_past_30_s(operation: &'static str) {
+async fn rollback_hanging_past_30_s(operation: Operation) {
     let h = Harness::new();
     let ctx = prepare(&h, operation).await;
     let (check, field) = break_value(&h, operation);
@@ -233,18 +240,14 @@ async fn rollback_hanging_past_30_s(operation: &'static str) {
             operation: o,
             field: got,
             ..
-        } => assert_eq!((o.as_str(), got.as_str()), (check, field)),
+        } => assert_eq!((*o, got.as_str()), (check, field)),
         other => panic!("first cause must be the rejection: {other}"),
     }
-    assert_failed(
-        &f.later()[0],
-        &format!("{operation}_rollback"),
-        FailureReason::TimedOut,
-    );
+    assert_failed(&f.later()[0], rollback(operation), FailureReason::TimedOut);
     assert_eq!(rollbacks(&h), (1, 0));
 }
 
-async fn rollback_failure_keeps_both_causes(operation: &'static str) {
+async fn rollback_failure_keeps_both_causes(operation: Operation) {
     let h = Harness::new();
     let ctx = prepare(&h, operation).await;
     break_value(&h, operation);
@@ -318,7 +321,7 @@ async fn rollback_returning_a_runtime_only_tag_is_a_protocol_error() {
     assert_eq!(f.cause_count(), 2, "{f}");
     assert_protocol(
         &f.later()[0],
-        "provision_rollback",
+        Operation::Rollback(Member::Provision),
         "_tag",
         "one of the eight adapter error tags",
         "SandboxAdapterAmbiguous",

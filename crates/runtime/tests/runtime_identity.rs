@@ -25,7 +25,7 @@ enum Via {
 }
 
 impl Via {
-    fn op(self) -> &'static str {
+    fn op(self) -> Operation {
         match self {
             Via::Provision => op::PROVISION,
             Via::Activate => op::ACTIVATE,
@@ -318,7 +318,7 @@ async fn every_mismatch_is_reported_in_order_with_one_rollback() {
             SandboxError::SandboxProtocolInvalid {
                 operation, field, ..
             } => {
-                assert_eq!(operation, op::INSTANCE_IDENTITY);
+                assert_eq!(*operation, op::INSTANCE_IDENTITY);
                 field.as_str()
             }
             other => panic!("{other}"),

@@ -13,7 +13,7 @@ use checkfu_sandbox_runtime::{Adapter, RecordState};
 use support::*;
 
 /// Calls `operation` on `id` with harmless arguments; returns the failure.
-async fn refused(a: &Adapter, operation: &str, id: &str) -> SandboxFailure {
+async fn refused(a: &Adapter, operation: Operation, id: &str) -> SandboxFailure {
     let later = t0().add_seconds(600);
     let out = format!("{OUT}/x");
     match operation {
@@ -52,12 +52,12 @@ async fn refused(a: &Adapter, operation: &str, id: &str) -> SandboxFailure {
     .unwrap_err()
 }
 
-async fn refuses_while_provisioning(operation: &str) {
+async fn refuses_while_provisioning(operation: Operation) {
     let h = Harness::new();
     let i = h.provisioned(RetentionMode::EphemeralZdr).await;
     h.provider.clear_calls();
     let f = refused(&h.adapter, operation, &i.instance_id).await;
-    assert_conflict(only(&f), operation, "active", "provisioning");
+    assert_conflict(only(&f), operation, "active", ConflictActual::Provisioning);
     assert!(h.provider.calls().is_empty(), "{:?}", h.provider.calls());
 }
 
@@ -87,7 +87,12 @@ async fn activate_while_active_is_a_conflict() {
     let h = Harness::new();
     let i = h.active(RetentionMode::EphemeralZdr).await;
     let f = refused(&h.adapter, op::ACTIVATE, &i.instance_id).await;
-    assert_conflict(only(&f), op::ACTIVATE, "provisioning", "active");
+    assert_conflict(
+        only(&f),
+        op::ACTIVATE,
+        "provisioning",
+        ConflictActual::Active,
+    );
     assert!(h.provider.calls().is_empty());
 }
 
@@ -105,12 +110,22 @@ async fn operations_after_release_are_conflicts() {
         op::OPEN_PROCESS,
     ] {
         let f = refused(&h.adapter, operation, &i.instance_id).await;
-        assert_conflict(only(&f), operation, "active", "released");
+        assert_conflict(only(&f), operation, "active", ConflictActual::Released);
     }
     let f = refused(&h.adapter, op::ACTIVATE, &i.instance_id).await;
-    assert_conflict(only(&f), op::ACTIVATE, "provisioning", "released");
+    assert_conflict(
+        only(&f),
+        op::ACTIVATE,
+        "provisioning",
+        ConflictActual::Released,
+    );
     let f = refused(&h.adapter, op::WRITE_FILE, &i.instance_id).await;
-    assert_conflict(only(&f), op::WRITE_FILE, "provisioning|active", "released");
+    assert_conflict(
+        only(&f),
+        op::WRITE_FILE,
+        "provisioning|active",
+        ConflictActual::Released,
+    );
     assert!(h.provider.calls().is_empty());
 }
 
@@ -121,9 +136,14 @@ async fn operations_after_destroy_are_conflicts() {
     h.adapter.destroy(&i.instance_id).await.unwrap();
     h.provider.clear_calls();
     let f = refused(&h.adapter, op::ACTIVATE, &i.instance_id).await;
-    assert_conflict(only(&f), op::ACTIVATE, "provisioning", "destroyed");
+    assert_conflict(
+        only(&f),
+        op::ACTIVATE,
+        "provisioning",
+        ConflictActual::Destroyed,
+    );
     let f = refused(&h.adapter, op::EXECUTE, &i.instance_id).await;
-    assert_conflict(only(&f), op::EXECUTE, "active", "destroyed");
+    assert_conflict(only(&f), op::EXECUTE, "active", ConflictActual::Destroyed);
     assert!(h.provider.calls().is_empty());
 }
 
@@ -161,7 +181,12 @@ async fn resume_produces_an_active_instance_directly() {
         .await
         .unwrap();
     let f = h.adapter.activate(&r.instance_id).await.unwrap_err();
-    assert_conflict(only(&f), op::ACTIVATE, "provisioning", "active");
+    assert_conflict(
+        only(&f),
+        op::ACTIVATE,
+        "provisioning",
+        ConflictActual::Active,
+    );
 }
 
 #[tokio::test]

@@ -152,7 +152,11 @@ async fn evidence_network_mode_outside_the_envelope() {
 #[tokio::test]
 async fn destroy_failure_after_a_mismatch_keeps_both_causes() {
     let h = Harness::new();
-    let boom = SandboxError::failed("open_process", FailureReason::ProviderError, "kill failed");
+    let boom = SandboxError::failed(
+        op::OPEN_PROCESS,
+        FailureReason::ProviderError,
+        "kill failed",
+    );
     h.provider
         .set_process_destroy(Behaviour::Fail(boom.clone()));
     let (i, f) = open_broken(&h, |e| e.session_id = "session-other".into()).await;
@@ -178,7 +182,7 @@ async fn destroy_failure_with_a_runtime_only_tag_is_a_protocol_error() {
     assert_eq!(f.cause_count(), 2, "{f}");
     assert_protocol(
         &f.later()[0],
-        "open_process_destroy",
+        Operation::Process(ProcessStep::Destroy),
         "_tag",
         "one of the eight adapter error tags",
         "SandboxAdapterAmbiguous",
@@ -203,7 +207,7 @@ async fn destroy_hanging_past_30_s_keeps_both_causes() {
     );
     assert_failed(
         &f.later()[0],
-        "open_process_destroy",
+        Operation::Process(ProcessStep::Destroy),
         FailureReason::TimedOut,
     );
     assert_eq!(h.provider.process_destroys.load(Ordering::SeqCst), 1);
@@ -248,11 +252,16 @@ async fn process_destroy_with_a_runtime_only_tag_is_a_protocol_error() {
         .await
         .unwrap();
     h.provider
-        .set_process_destroy(Behaviour::Fail(SandboxError::protocol("x", "y", "a", "b")));
+        .set_process_destroy(Behaviour::Fail(SandboxError::protocol(
+            op::EXECUTE,
+            "y",
+            "a",
+            "b",
+        )));
     let e = p.handle.destroy().await.unwrap_err();
     assert_protocol(
         &e,
-        "open_process_destroy",
+        Operation::Process(ProcessStep::Destroy),
         "_tag",
         "one of the eight adapter error tags",
         "SandboxProtocolInvalid",

@@ -109,7 +109,7 @@ fn result_json(exit: &str) -> String {
 #[test]
 fn execute_result_with_two_exit_causes_fails_decode() {
     let e = wire::decode::<SandboxCommandResult>(
-        "command_result",
+        WireType::CommandResult,
         result_json(r#"{"exit_code":0,"signal":"SIGKILL"}"#).as_bytes(),
     )
     .unwrap_err();
@@ -134,8 +134,9 @@ fn execute_result_with_two_exit_causes_fails_decode() {
 
 #[test]
 fn execute_result_with_no_exit_cause_fails_decode() {
-    let e = wire::decode::<SandboxCommandResult>("command_result", result_json("{}").as_bytes())
-        .unwrap_err();
+    let e =
+        wire::decode::<SandboxCommandResult>(WireType::CommandResult, result_json("{}").as_bytes())
+            .unwrap_err();
     match e {
         SandboxError::SandboxProtocolInvalid {
             operation,
@@ -291,7 +292,7 @@ async fn read_files_too_large_outcome_within_budget_fails_the_batch() {
 #[test]
 fn read_files_outcome_outside_the_closed_union_fails_decode() {
     let e = wire::decode::<ReadFilesResult>(
-        "read_files_result",
+        WireType::ReadFilesResult,
         br#"{"files":[{"outcome":"partial","path":"/mnt/session/outputs/a"}]}"#,
     )
     .unwrap_err();
@@ -442,7 +443,7 @@ fn cleanup_result_that_is_not_two_id_arrays_fails_decode() {
         br#"{"instances":"a","snapshots":[]}"#,
         br#"{"instances":[],"snapshots":[],"pins":[]}"#,
     ] {
-        let e = wire::decode::<CleanupResult>("cleanup_result", bad).unwrap_err();
+        let e = wire::decode::<CleanupResult>(WireType::CleanupResult, bad).unwrap_err();
         assert_eq!(e.tag(), "SandboxProtocolInvalid");
         match e {
             SandboxError::SandboxProtocolInvalid { operation, .. } => {
@@ -465,7 +466,7 @@ async fn a_provider_returning_a_runtime_only_tag_is_a_protocol_error() {
         SandboxError::SandboxAdapterAmbiguous {
             candidates: vec!["x".into()],
         },
-        SandboxError::protocol("instance_identity", "run_id", "a", "b"),
+        SandboxError::protocol(op::INSTANCE_IDENTITY, "run_id", "a", "b"),
     ];
     for e in runtime_only {
         let h = Harness::new();
@@ -522,7 +523,7 @@ async fn adapter_vocabulary_errors_pass_through_unchanged() {
         SandboxError::SandboxInstanceNotFound {
             instance_id: "gone".into(),
         },
-        SandboxError::conflict(op::EXECUTE, "active", "process_already_open"),
+        SandboxError::conflict(op::EXECUTE, "active", ConflictActual::ProcessAlreadyOpen),
         SandboxError::failed(op::EXECUTE, FailureReason::ProviderError, "daemon"),
         SandboxError::SandboxOutputLimitExceeded {
             stream: OutputStream::Stderr,

@@ -10,6 +10,7 @@
 //! to its parent's descriptor with `O_NOFOLLOW`, so a symlink already in
 //! DIR (or a `..` a provider might report) can never redirect a write.
 
+use checkfu_sandbox_contract::Operation;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
@@ -344,7 +345,7 @@ pub fn read_groups(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
 fn relative_components(path: &str) -> Result<Vec<String>, SandboxFailure> {
     let refuse = || -> SandboxFailure {
         SandboxError::protocol(
-            "copy_outputs",
+            Operation::CopyOutputs,
             "entries.path",
             format!("a path of plain names below {OUTPUT_PATH}"),
             path,

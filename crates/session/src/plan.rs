@@ -1,6 +1,7 @@
 //! What a session runs, and the checks made before anything is
 //! provisioned.
 
+use checkfu_sandbox_contract::{op, Operation};
 use std::path::PathBuf;
 
 use checkfu_sandbox_contract::bounds::{MAX_ARGUMENTS, MAX_ARGUMENT_BYTES, MAX_OUTPUT_LIMIT_BYTES};
@@ -69,7 +70,7 @@ pub struct RunPlan {
 }
 
 fn refuse(field: &str, expected: impl Into<String>, actual: impl Into<String>) -> SessionError {
-    SandboxError::invalid_request("execute", field, expected, actual).into()
+    SandboxError::invalid_request(op::EXECUTE, field, expected, actual).into()
 }
 
 impl RunPlan {
@@ -88,7 +89,7 @@ impl RunPlan {
             let missing = |detail: String| {
                 SessionError::input(
                     &plan.input,
-                    SandboxError::failed("stage_folder", FailureReason::NotFound, detail),
+                    SandboxError::failed(Operation::StageFolder, FailureReason::NotFound, detail),
                 )
             };
             match &plan.source {

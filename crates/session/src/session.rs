@@ -2,6 +2,7 @@
 //! copy outputs, release, destroy; and its unwinding on failure or
 //! cancellation.
 
+use checkfu_sandbox_contract::Operation;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -460,10 +461,12 @@ async fn one_shot_run(
         Err(DriverError::Sandbox(f)) => Err(SessionError::Sandbox(f)),
         Err(e) => {
             let _ = handle.destroy().await;
-            Err(
-                SandboxError::failed("one_shot", FailureReason::ProviderError, e.to_string())
-                    .into(),
+            Err(SandboxError::failed(
+                Operation::OneShot,
+                FailureReason::ProviderError,
+                e.to_string(),
             )
+            .into())
         }
     }
 }

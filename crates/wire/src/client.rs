@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use checkfu_sandbox_contract::bounds::ROLLBACK_TIMEOUT_SECONDS;
+use checkfu_sandbox_contract::excerpt;
 use checkfu_sandbox_contract::wire::{decode_value, WIRE_REVISION};
 use checkfu_sandbox_contract::*;
 use serde::de::DeserializeOwned;
@@ -54,7 +55,7 @@ pub(crate) enum Broken {
 }
 
 impl Broken {
-    pub(crate) fn error(&self, operation: &str) -> SandboxError {
+    pub(crate) fn error(&self, operation: Operation) -> SandboxError {
         match self {
             Broken::Closed(message) => SandboxError::failed(
                 operation,
@@ -73,7 +74,7 @@ impl Broken {
 const MAX_CANCELLED_REMEMBERED: usize = 4096;
 
 struct Pending {
-    operation: String,
+    operation: Operation,
     allocating: bool,
     reply: oneshot::Sender<Result<Value, RpcError>>,
     on_reply: Option<ReplyHook>,
@@ -136,7 +137,7 @@ impl Conn {
     }
 
     /// The error a call on a broken connection gets, if it is broken.
-    pub(crate) fn broken(&self, operation: &str) -> Option<SandboxError> {
+    pub(crate) fn broken(&self, operation: Operation) -> Option<SandboxError> {
         self.lock().broken.as_ref().map(|b| b.error(operation))
     }
 
@@ -176,7 +177,7 @@ impl Conn {
             (std::mem::take(&mut st.pending), start)
         };
         for (_, p) in pending {
-            let e = why.error(&p.operation);
+            let e = why.error(p.operation);
             let _ = p.reply.send(Err(RpcError::sandbox(&e)));
         }
         if start {
@@ -201,7 +202,7 @@ impl Conn {
             )
         };
         for (_, p) in pending {
-            let e = why.error(&p.operation);
+            let e = why.error(p.operation);
             let _ = p.reply.send(Err(RpcError::sandbox(&e)));
         }
         for (_, p) in processes {
@@ -223,7 +224,7 @@ impl Conn {
     /// rollback handle is rolled back.
     pub(crate) async fn call<P: Serialize>(
         self: &Arc<Self>,
-        operation: &str,
+        operation: Operation,
         method: &str,
         params: &P,
         allocating: bool,
@@ -238,7 +239,7 @@ impl Conn {
     #[allow(clippy::too_many_arguments)]
     async fn call_hooked<P: Serialize>(
         self: &Arc<Self>,
-        operation: &str,
+        operation: Operation,
         method: &str,
         params: &P,
         allocating: bool,
@@ -275,7 +276,7 @@ impl Conn {
             st.pending.insert(
                 id,
                 Pending {
-                    operation: operation.to_owned(),
+                    operation,
                     allocating,
                     reply: tx,
                     on_reply,
@@ -354,7 +355,7 @@ impl Conn {
                                 .and_then(|v| v.get("rollback_handle").cloned())
                                 .and_then(|h| h.as_str().map(str::to_owned))
                             {
-                                self.spawn_rollback(handle, "cancelled_call".into());
+                                self.spawn_rollback(handle, Operation::CancelledCallRollback);
                             }
                         }
                     }
@@ -389,14 +390,15 @@ impl Conn {
         }
     }
 
-    pub(crate) fn spawn_rollback(self: &Arc<Self>, handle: String, operation: String) {
+    /// Runs the rollback behind `handle` under the operation `rollback`
+    /// (`<member>_rollback`, or `cancelled_call_rollback`).
+    pub(crate) fn spawn_rollback(self: &Arc<Self>, handle: String, rollback: Operation) {
         let conn = self.clone();
         tokio::spawn(async move {
             let bound = Duration::from_secs(ROLLBACK_TIMEOUT_SECONDS + 5);
-            let op = format!("{operation}_rollback");
             let params = HandleParams { handle };
             if let Err(e) = conn
-                .call(&op, method::ROLLBACK, &params, false, bound)
+                .call(rollback, method::ROLLBACK, &params, false, bound)
                 .await
             {
                 tracing::warn!(error = %e, "rollback of an unobserved handoff failed");
@@ -438,23 +440,10 @@ impl Drop for CallGuard<'_> {
     }
 }
 
-fn excerpt(s: &str) -> String {
-    let mut s = s.to_owned();
-    if s.len() > 200 {
-        let mut cut = 200;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
-}
-
 /// A JSON-RPC error as a closed sandbox error: `-32000` with a decodable
 /// `SandboxError` in `data` is that error; anything else is a protocol
 /// violation naming the message.
-fn map_rpc_error(operation: &str, e: RpcError) -> SandboxError {
+fn map_rpc_error(operation: Operation, e: RpcError) -> SandboxError {
     if e.code == code::REVISION_MISMATCH {
         if let Some(m) = e
             .data
@@ -466,7 +455,7 @@ fn map_rpc_error(operation: &str, e: RpcError) -> SandboxError {
     }
     if e.code == code::SANDBOX_ERROR {
         if let Some(data) = &e.data {
-            if let Ok(err) = decode_value::<SandboxError>("error", data) {
+            if let Ok(err) = decode_value::<SandboxError>(WireType::Error, data) {
                 return err;
             }
         }
@@ -526,14 +515,14 @@ impl WireClient {
             .kill_on_drop(true);
         let mut child = command.spawn().map_err(|e| {
             SandboxError::failed(
-                method::INITIALIZE,
+                Operation::Initialize,
                 FailureReason::ProviderError,
                 format!("could not start the provider process: {e}"),
             )
         })?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(SandboxError::failed(
-                method::INITIALIZE,
+                Operation::Initialize,
                 FailureReason::ProviderError,
                 "the provider process has no piped stdio",
             ));
@@ -552,7 +541,7 @@ impl WireClient {
     pub async fn connect_unix(path: &Path, options: WireOptions) -> Result<Self, SandboxError> {
         let stream = tokio::net::UnixStream::connect(path).await.map_err(|e| {
             SandboxError::failed(
-                method::INITIALIZE,
+                Operation::Initialize,
                 FailureReason::ProviderError,
                 format!("could not connect to {}: {e}", path.display()),
             )
@@ -612,7 +601,7 @@ impl WireClient {
         };
         let init = conn
             .call(
-                method::INITIALIZE,
+                Operation::Initialize,
                 method::INITIALIZE,
                 &params,
                 false,
@@ -636,21 +625,21 @@ impl WireClient {
     }
 
     fn accept(conn: &Arc<Conn>, result: Value) -> Result<Self, SandboxError> {
-        let init: InitializeResult = decode_value("initialize_result", &result)?;
+        let init: InitializeResult = decode_value(WireType::InitializeResult, &result)?;
         for (field, expected, actual) in [
             ("contract_revision", WIRE_REVISION, &init.contract_revision),
             ("wire_revision", WIRE_PROTOCOL_REVISION, &init.wire_revision),
         ] {
             if actual != expected {
                 return Err(SandboxError::protocol(
-                    method::INITIALIZE,
+                    Operation::Initialize,
                     field,
                     expected,
                     actual.clone(),
                 ));
             }
         }
-        let capabilities = decode_value("capabilities", &init.capabilities)?;
+        let capabilities = decode_value(WireType::Capabilities, &init.capabilities)?;
         *conn.provider_id.lock().unwrap_or_else(|e| e.into_inner()) = init.provider_id.clone();
         *conn.resume_window.lock().unwrap_or_else(|e| e.into_inner()) =
             Duration::from_millis(init.limits.resume_window_ms);
@@ -689,9 +678,9 @@ impl WireClient {
 
     async fn call<P: Serialize, T: DeserializeOwned>(
         &self,
-        operation: &str,
+        operation: Operation,
         method: &str,
-        type_name: &str,
+        wire_type: WireType,
         params: &P,
     ) -> Result<T, SandboxError> {
         let v = self
@@ -704,13 +693,14 @@ impl WireClient {
                 self.conn.options.call_timeout,
             )
             .await?;
-        decode_value(type_name, &v)
+        decode_value(wire_type, &v)
     }
 
     async fn call_unit<P: Serialize>(
         &self,
-        operation: &str,
+        operation: Operation,
         method: &str,
+        result: WireType,
         params: &P,
     ) -> Result<(), SandboxError> {
         let v = self
@@ -727,7 +717,7 @@ impl WireClient {
             Ok(())
         } else {
             Err(SandboxError::protocol(
-                format!("decode_{operation}_result"),
+                Operation::Decode(result),
                 ".",
                 "null",
                 excerpt(&v.to_string()),
@@ -737,11 +727,12 @@ impl WireClient {
 
     async fn handoff<P: Serialize, T: DeserializeOwned>(
         &self,
-        operation: &'static str,
+        member: Member,
         method: &str,
-        type_name: &str,
+        wire_type: WireType,
         params: &P,
     ) -> Result<Handoff<T>, SandboxError> {
+        let operation = Operation::Member(member);
         let v = self
             .conn
             .call(
@@ -758,7 +749,7 @@ impl WireClient {
             .map(str::to_owned);
         let Some(handle) = handle else {
             return Err(SandboxError::protocol(
-                format!("decode_{type_name}_handoff"),
+                Operation::DecodeHandoff(wire_type),
                 "rollback_handle",
                 "a string naming the allocation's rollback",
                 v.get("rollback_handle")
@@ -769,16 +760,16 @@ impl WireClient {
         let rollback = Arc::new(WireRollback {
             conn: self.conn.clone(),
             handle,
-            operation,
+            member,
         });
         let shape = v
             .as_object()
             .map(|o| o.len() == 2 && o.contains_key("value"));
         let value = if shape == Some(true) {
-            decode_value::<T>(type_name, &v["value"])
+            decode_value::<T>(wire_type, &v["value"])
         } else {
             Err(SandboxError::protocol(
-                format!("decode_{type_name}_handoff"),
+                Operation::DecodeHandoff(wire_type),
                 ".",
                 "an object with exactly value and rollback_handle",
                 excerpt(&v.to_string()),
@@ -809,7 +800,7 @@ impl WireClient {
         let v = self
             .conn
             .call(
-                method,
+                Operation::ConformanceHook,
                 method,
                 params,
                 false,
@@ -870,17 +861,17 @@ impl Drop for Conn {
 struct WireRollback {
     conn: Arc<Conn>,
     handle: String,
-    operation: &'static str,
+    member: Member,
 }
 
 #[async_trait]
 impl Rollback for WireRollback {
     async fn rollback(&self) -> Result<(), SandboxError> {
-        let op = format!("{}_rollback", self.operation);
+        let op = Operation::Rollback(self.member);
         let v = self
             .conn
             .call(
-                &op,
+                op,
                 method::ROLLBACK,
                 &HandleParams {
                     handle: self.handle.clone(),
@@ -928,21 +919,36 @@ impl SandboxProvider for WireClient {
         &self,
         request: SandboxProvisionRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        self.handoff(op::PROVISION, method::PROVISION, "instance", &request)
-            .await
+        self.handoff(
+            Member::Provision,
+            method::PROVISION,
+            WireType::Instance,
+            &request,
+        )
+        .await
     }
 
     async fn write_file(&self, request: WriteFileRequest) -> Result<(), SandboxError> {
-        self.call_unit(op::WRITE_FILE, method::WRITE_FILE, &request)
-            .await
+        self.call_unit(
+            op::WRITE_FILE,
+            method::WRITE_FILE,
+            WireType::WriteFileResult,
+            &request,
+        )
+        .await
     }
 
     async fn activate(
         &self,
         request: ActivateRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        self.handoff(op::ACTIVATE, method::ACTIVATE, "instance", &request)
-            .await
+        self.handoff(
+            Member::Activate,
+            method::ACTIVATE,
+            WireType::Instance,
+            &request,
+        )
+        .await
     }
 
     async fn execute(&self, request: ExecuteRequest) -> Result<SandboxCommandResult, SandboxError> {
@@ -953,23 +959,33 @@ impl SandboxProvider for WireClient {
             .conn
             .call(op::EXECUTE, method::EXECUTE, &request, false, deadline)
             .await?;
-        decode_value("command_result", &v)
+        decode_value(WireType::CommandResult, &v)
     }
 
     async fn read_file(
         &self,
         request: ReadFileRequest,
     ) -> Result<SandboxFileContent, SandboxError> {
-        self.call(op::READ_FILE, method::READ_FILE, "file_content", &request)
-            .await
+        self.call(
+            op::READ_FILE,
+            method::READ_FILE,
+            WireType::FileContent,
+            &request,
+        )
+        .await
     }
 
     async fn snapshot(
         &self,
         request: SnapshotRequest,
     ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
-        self.handoff(op::SNAPSHOT, method::SNAPSHOT, "snapshot", &request)
-            .await
+        self.handoff(
+            Member::Snapshot,
+            method::SNAPSHOT,
+            WireType::Snapshot,
+            &request,
+        )
+        .await
     }
 
     async fn clone_snapshot(
@@ -977,9 +993,9 @@ impl SandboxProvider for WireClient {
         request: CloneSnapshotRequest,
     ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
         self.handoff(
-            op::CLONE_SNAPSHOT,
+            Member::CloneSnapshot,
             method::CLONE_SNAPSHOT,
-            "snapshot",
+            WireType::Snapshot,
             &request,
         )
         .await
@@ -990,9 +1006,9 @@ impl SandboxProvider for WireClient {
         request: ReleaseRequest,
     ) -> Result<Handoff<ReleaseDisposition>, SandboxError> {
         self.handoff(
-            op::RELEASE,
+            Member::Release,
             method::RELEASE,
-            "release_disposition",
+            WireType::ReleaseDisposition,
             &request,
         )
         .await
@@ -1002,22 +1018,38 @@ impl SandboxProvider for WireClient {
         &self,
         request: ResumeRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        self.handoff(op::RESUME, method::RESUME, "instance", &request)
+        self.handoff(Member::Resume, method::RESUME, WireType::Instance, &request)
             .await
     }
 
     async fn destroy(&self, request: DestroyRequest) -> Result<(), SandboxError> {
-        self.call_unit(op::DESTROY, method::DESTROY, &request).await
+        self.call_unit(
+            op::DESTROY,
+            method::DESTROY,
+            WireType::DestroyResult,
+            &request,
+        )
+        .await
     }
 
     async fn destroy_snapshot(&self, request: DestroySnapshotRequest) -> Result<(), SandboxError> {
-        self.call_unit(op::DESTROY_SNAPSHOT, method::DESTROY_SNAPSHOT, &request)
-            .await
+        self.call_unit(
+            op::DESTROY_SNAPSHOT,
+            method::DESTROY_SNAPSHOT,
+            WireType::DestroySnapshotResult,
+            &request,
+        )
+        .await
     }
 
     async fn cleanup(&self, request: CleanupRequest) -> Result<CleanupResult, SandboxError> {
-        self.call(op::CLEANUP, method::CLEANUP, "cleanup_result", &request)
-            .await
+        self.call(
+            op::CLEANUP,
+            method::CLEANUP,
+            WireType::CleanupResult,
+            &request,
+        )
+        .await
     }
 
     fn read_files(&self) -> Option<&dyn ReadFilesMember> {
@@ -1054,7 +1086,7 @@ impl ResolveImageMember for WireClient {
             .call(
                 op::RESOLVE_IMAGE,
                 method::RESOLVE_IMAGE,
-                "image_reference",
+                WireType::ImageReference,
                 &ImageReferenceParams {
                     reference: reference.to_owned(),
                 },
@@ -1076,7 +1108,7 @@ impl ReadFilesMember for WireClient {
         self.call(
             op::READ_FILES,
             method::READ_FILES,
-            "read_files_result",
+            WireType::ReadFilesResult,
             &request,
         )
         .await
@@ -1086,8 +1118,13 @@ impl ReadFilesMember for WireClient {
 #[async_trait]
 impl ListDirMember for WireClient {
     async fn list_dir(&self, request: ListDirRequest) -> Result<ListDirResult, SandboxError> {
-        self.call(op::LIST_DIR, method::LIST_DIR, "list_dir_result", &request)
-            .await
+        self.call(
+            op::LIST_DIR,
+            method::LIST_DIR,
+            WireType::ListDirResult,
+            &request,
+        )
+        .await
     }
 }
 
@@ -1100,7 +1137,7 @@ impl ListProjectDirMember for WireClient {
         self.call(
             op::LIST_PROJECT_DIR,
             method::LIST_PROJECT_DIR,
-            "list_project_dir_result",
+            WireType::ListProjectDirResult,
             &request,
         )
         .await
@@ -1116,7 +1153,7 @@ impl ActiveWriteMember for WireClient {
         self.call(
             op::BEGIN_ACTIVE_WRITE,
             method::BEGIN_ACTIVE_WRITE,
-            "active_write_outcome",
+            WireType::ActiveWriteOutcome,
             &request,
         )
         .await
@@ -1139,7 +1176,7 @@ impl OpenProcessMember for WireClient {
                 self.conn.options.call_timeout,
             )
             .await?;
-        let opened: OpenProcessResult = decode_value("open_process_result", &v)?;
+        let opened: OpenProcessResult = decode_value(WireType::OpenProcessResult, &v)?;
         crate::process::client_process(&self.conn, opened)
     }
 }
@@ -1230,7 +1267,7 @@ impl Conn {
         };
         let init = self
             .call_hooked(
-                method::INITIALIZE,
+                Operation::Initialize,
                 method::INITIALIZE,
                 &params,
                 false,
@@ -1239,10 +1276,10 @@ impl Conn {
                 true,
             )
             .await?;
-        let init: InitializeResult = decode_value("initialize_result", &init)?;
+        let init: InitializeResult = decode_value(WireType::InitializeResult, &init)?;
         if init.provider_id != provider_id {
             return Err(SandboxError::protocol(
-                method::INITIALIZE,
+                Operation::Initialize,
                 "provider_id",
                 provider_id,
                 init.provider_id,
@@ -1263,13 +1300,14 @@ impl Conn {
             };
             let hooked = p.clone();
             let hook: ReplyHook = Box::new(move |conn, v| {
-                if let Ok(r) = decode_value::<ResumeProcessResult>("resume_process_result", v) {
+                if let Ok(r) = decode_value::<ResumeProcessResult>(WireType::ResumeProcessResult, v)
+                {
                     hooked.resume_stdin(conn, &r);
                 }
             });
             let resumed = self
                 .call_hooked(
-                    "open_process_resume",
+                    Operation::Process(ProcessStep::Resume),
                     method::PROCESS_RESUME,
                     &params,
                     false,

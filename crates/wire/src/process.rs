@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use checkfu_sandbox_contract::wire::decode_value;
+use checkfu_sandbox_contract::wire::{decode_fields, decode_value};
 use checkfu_sandbox_contract::*;
 use futures_util::{AsyncReadExt, AsyncWriteExt};
 use serde::de::DeserializeOwned;
@@ -159,7 +159,7 @@ impl ClientProcess {
 /// Registers the process an openProcess reply names, from the reader
 /// task, before any of its frames is read.
 pub(crate) fn register(conn: &Arc<Conn>, reply: &Value) {
-    let Ok(opened) = decode_value::<OpenProcessResult>("open_process_result", reply) else {
+    let Ok(opened) = decode_value::<OpenProcessResult>(WireType::OpenProcessResult, reply) else {
         return;
     };
     let (exit, _) = watch::channel(None);
@@ -223,15 +223,8 @@ pub(crate) fn client_process(
 }
 
 fn frame<T: DeserializeOwned>(method: &str, params: &Value) -> Result<T, Broken> {
-    decode_value::<T>(method, params).map_err(|e| match e {
-        SandboxError::SandboxProtocolInvalid {
-            field,
-            expected,
-            actual,
-            ..
-        } => Broken::Violation(format!("{method}.{field}"), expected, actual),
-        other => Broken::Violation(method.into(), "a valid frame".into(), other.to_string()),
-    })
+    decode_fields::<T>(params)
+        .map_err(|m| Broken::Violation(format!("{method}.{}", m.field), m.expected, m.actual))
 }
 
 /// Applies a provider-to-runner notification.
@@ -494,14 +487,14 @@ impl ProcessControl for ClientControl {
         let v = self
             .conn
             .call(
-                "open_process_signal",
+                Operation::Process(ProcessStep::Signal),
                 method::PROCESS_SIGNAL,
                 &params,
                 false,
                 Duration::from_secs(DEFAULT_CALL_TIMEOUT_SECONDS),
             )
             .await?;
-        null_result("open_process_signal", v)
+        null_result(Operation::Process(ProcessStep::Signal), v)
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
@@ -511,7 +504,7 @@ impl ProcessControl for ClientControl {
         let result = self
             .conn
             .call(
-                "open_process_destroy",
+                Operation::Process(ProcessStep::Destroy),
                 method::PROCESS_DESTROY,
                 &params,
                 false,
@@ -520,8 +513,13 @@ impl ProcessControl for ClientControl {
             .await;
         // A connection that already ended took the process with it.
         match result {
-            Ok(v) => null_result("open_process_destroy", v),
-            Err(e) if self.conn.broken("open_process_destroy").is_some() => {
+            Ok(v) => null_result(Operation::Process(ProcessStep::Destroy), v),
+            Err(e)
+                if self
+                    .conn
+                    .broken(Operation::Process(ProcessStep::Destroy))
+                    .is_some() =>
+            {
                 tracing::debug!(error = %e, "destroy after the connection ended");
                 Ok(())
             }
@@ -532,7 +530,7 @@ impl ProcessControl for ClientControl {
 
 const ROLLBACK_BOUND_SECONDS: u64 = checkfu_sandbox_contract::bounds::ROLLBACK_TIMEOUT_SECONDS;
 
-fn null_result(operation: &str, v: Value) -> Result<(), SandboxError> {
+fn null_result(operation: Operation, v: Value) -> Result<(), SandboxError> {
     if v.is_null() {
         Ok(())
     } else {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use checkfu_sandbox_contract::bounds::ROLLBACK_TIMEOUT_SECONDS;
-use checkfu_sandbox_contract::wire::{decode_value, WIRE_REVISION};
+use checkfu_sandbox_contract::wire::{decode_fields, decode_value, WIRE_REVISION};
 use checkfu_sandbox_contract::*;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -467,10 +467,12 @@ fn initialize(session: &Session, params: &Value) -> Result<Value, RpcError> {
     }))
 }
 
-fn params<T: DeserializeOwned>(name: &str, v: &Value) -> Result<T, RpcError> {
-    decode_value::<T>(name, v).map_err(|e| RpcError {
+/// The parameters of `method`, strictly decoded; the message names the
+/// method as `decode_<method>` and the first offending field.
+fn params<T: DeserializeOwned>(method: &str, v: &Value) -> Result<T, RpcError> {
+    decode_fields::<T>(v).map_err(|m| RpcError {
         code: code::INVALID_PARAMS,
-        message: e.to_string(),
+        message: format!("protocol invalid: decode_{method}: {m}"),
         data: None,
     })
 }
@@ -567,7 +569,7 @@ async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, Rpc
             match rollback {
                 Some(r) => unit(r.rollback().await),
                 None => Err(sandbox(SandboxError::invalid_request(
-                    "rollback",
+                    Operation::RollbackHandle,
                     "handle",
                     "an outstanding rollback handle",
                     h.handle,
@@ -612,7 +614,7 @@ async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, Rpc
 /// `process/resume`: reattach a detached process to this connection; the
 /// reply and the replay go out before any new frame.
 fn resume(session: &Arc<Session>, id: u64, params: &Value) {
-    let p: ResumeProcessParams = match decode_value("resume_process_params", params) {
+    let p: ResumeProcessParams = match decode_value(WireType::ResumeProcessParams, params) {
         Ok(p) => p,
         Err(e) => {
             session.send(response_line(
@@ -711,7 +713,7 @@ fn notification(session: &Arc<Session>, m: &str, p: Value) {
             }
         }
         method::PROCESS_STDIN => {
-            let Ok(f) = decode_value::<StdinFrame>(m, &p) else {
+            let Ok(f) = decode_fields::<StdinFrame>(&p) else {
                 return;
             };
             let process = session
@@ -735,7 +737,7 @@ fn notification(session: &Arc<Session>, m: &str, p: Value) {
             }
         }
         method::PROCESS_STDIN_CLOSE => {
-            if let Ok(f) = decode_value::<StdinCloseFrame>(m, &p) {
+            if let Ok(f) = decode_fields::<StdinCloseFrame>(&p) {
                 if let Some(pr) = session
                     .served
                     .registry
@@ -747,7 +749,7 @@ fn notification(session: &Arc<Session>, m: &str, p: Value) {
             }
         }
         method::PROCESS_ACK => {
-            if let Ok(f) = decode_value::<AckFrame>(m, &p) {
+            if let Ok(f) = decode_fields::<AckFrame>(&p) {
                 if let Some(pr) = session
                     .served
                     .registry

@@ -68,14 +68,14 @@ async fn assert_gone(client: &WireClient, pid: u32) {
     );
 }
 
-fn protocol_field(e: &SandboxError) -> (&str, &str, &str, &str) {
+fn protocol_field(e: &SandboxError) -> (Operation, &str, &str, &str) {
     match e {
         SandboxError::SandboxProtocolInvalid {
             operation,
             field,
             expected,
             actual,
-        } => (operation, field, expected, actual),
+        } => (*operation, field, expected, actual),
         other => panic!("expected SandboxProtocolInvalid, got {other:?}"),
     }
 }
@@ -121,7 +121,7 @@ async fn a_malformed_line_is_a_protocol_violation_naming_the_line() {
     let e = c.destroy(destroy_request()).await.unwrap_err();
     assert!(started.elapsed() < BOUND);
     let (op, field, _, actual) = protocol_field(&e);
-    assert_eq!((op, field), ("destroy", "line"));
+    assert_eq!((op, field), (op::DESTROY, "line"));
     assert!(actual.contains("malformed"), "{actual}");
     assert_gone(&c, pid).await;
 }
@@ -134,7 +134,7 @@ async fn a_line_over_the_bound_is_refused_naming_the_bound() {
     let e = c.destroy(destroy_request()).await.unwrap_err();
     assert!(started.elapsed() < BOUND);
     let (op, field, expected, _) = protocol_field(&e);
-    assert_eq!((op, field), ("destroy", "line"));
+    assert_eq!((op, field), (op::DESTROY, "line"));
     assert_eq!(expected, "a line of at most 65536 bytes");
     assert_gone(&c, pid).await;
 }
@@ -146,7 +146,7 @@ async fn an_answer_to_an_unknown_id_is_a_protocol_violation_naming_the_id() {
     let pid = c.child_pid().unwrap();
     let e = c.destroy(destroy_request()).await.unwrap_err();
     let (op, field, _, actual) = protocol_field(&e);
-    assert_eq!((op, field, actual), ("destroy", "id", "99"));
+    assert_eq!((op, field, actual), (op::DESTROY, "id", "99"));
     assert_gone(&c, pid).await;
 }
 
@@ -156,7 +156,7 @@ async fn an_error_outside_the_closed_vocabulary_is_a_protocol_violation_naming_t
     let pid = c.child_pid().unwrap();
     let e = c.destroy(destroy_request()).await.unwrap_err();
     let (op, field, _, actual) = protocol_field(&e);
-    assert_eq!((op, field), ("destroy", "error"));
+    assert_eq!((op, field), (op::DESTROY, "error"));
     assert!(actual.contains("boom"), "{actual}");
     assert_gone(&c, pid).await;
 }
@@ -186,7 +186,7 @@ async fn a_server_speaking_another_wire_revision_is_refused_naming_both_values()
     assert_eq!(
         (op, field, expected, actual),
         (
-            "initialize",
+            Operation::Initialize,
             "wire_revision",
             WIRE_PROTOCOL_REVISION,
             "checkfu.sandbox.wire/v9"
@@ -205,7 +205,7 @@ async fn an_allocation_whose_value_does_not_decode_is_rolled_back_through_its_ha
     let c = client(&then).await;
     let e = c.provision(request()).await.unwrap_err();
     let (op, _, _, _) = protocol_field(&e);
-    assert_eq!(op, "decode_instance");
+    assert_eq!(op, Operation::Decode(WireType::Instance));
     let sent: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
     assert_eq!(sent["method"], "sandbox/rollback");

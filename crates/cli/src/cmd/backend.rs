@@ -3,6 +3,7 @@
 //! scope and state directory, or a provider served over the wire protocol
 //! from a command (`--provider-cmd`) or a Unix socket (`--provider-socket`).
 
+use checkfu_sandbox_contract::Operation;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -328,9 +329,11 @@ pub fn clock() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }
 
-fn connect_failure(e: &dyn std::error::Error) -> Failure {
+/// `SandboxOperationFailed{operation: connect, reason: provider_error}`
+/// for a Docker daemon that cannot be reached.
+pub(super) fn connect_failure(e: &dyn std::error::Error) -> Failure {
     Failure::from(SandboxError::failed(
-        "connect",
+        Operation::Connect,
         FailureReason::ProviderError,
         format!("docker: {}", chain(e)),
     ))

@@ -194,12 +194,13 @@ fn with_detail(head: String, detail: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use checkfu_sandbox_contract::{op, Member, Operation};
     use checkfu_sandbox_contract::{FailureReason, Requirement};
 
     #[test]
     fn renders_tag_operation_field_and_values_on_one_line() {
         let e = SandboxError::invalid_request(
-            "execute",
+            op::EXECUTE,
             "command.environment",
             "keys matching ^[A-Za-z_][A-Za-z0-9_]*$",
             "1BAD",
@@ -214,7 +215,7 @@ command.environment: expected keys matching ^[A-Za-z_][A-Za-z0-9_]*$, actual 1BA
             "line one\nline two",
         ))
         .then(SandboxError::failed(
-            "provision_rollback",
+            Operation::Rollback(Member::Provision),
             FailureReason::TimedOut,
             "",
         ));

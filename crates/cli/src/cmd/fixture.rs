@@ -1,6 +1,7 @@
 //! `checkfu sandbox fixture`: builds the offline Docker fixture image when
 //! it is missing and prints its pinned reference.
 
+use checkfu_sandbox_contract::Operation;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,16 +39,9 @@ pub fn run(args: FixtureArgs) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async move {
-        let failed = |operation: &str, message: String| {
-            Failure::from(SandboxError::failed(
-                operation,
-                FailureReason::ProviderError,
-                message,
-            ))
-        };
         let docker = match daemon::connect().await {
             Ok(d) => d,
-            Err(e) => return failed("connect", format!("docker: {}", chain(&e))).report(),
+            Err(e) => return super::backend::connect_failure(&e).report(),
         };
         let mut progress = |line: &str| eprintln!("checkfu: fixture: {line}");
         match fixture::ensure_fixture(&docker, &args.busybox, &mut progress).await {
@@ -55,7 +49,12 @@ pub fn run(args: FixtureArgs) -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(gone) => gone.exit(),
             },
-            Err(e) => failed("fixture", chain(&e)).report(),
+            Err(e) => Failure::from(SandboxError::failed(
+                Operation::Fixture,
+                FailureReason::ProviderError,
+                chain(&e),
+            ))
+            .report(),
         }
     })
 }

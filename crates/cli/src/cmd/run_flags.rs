@@ -1,6 +1,7 @@
 //! The value syntax of `checkfu sandbox run`'s flags: mounts, Git
 //! mounts, environment, byte counts and CPU counts.
 
+use checkfu_sandbox_contract::op;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -119,7 +120,7 @@ pub fn parse_env(flags: &[String]) -> Result<BTreeMap<String, String>, Failure> 
             .ok_or_else(|| Failure::usage(format!("--env {text}: expected KEY=VALUE")))?;
         let refuse = |input: String, expected: &str, actual: String| {
             let e =
-                SandboxError::invalid_request("execute", "command.environment", expected, actual);
+                SandboxError::invalid_request(op::EXECUTE, "command.environment", expected, actual);
             Failure::input(&input, &e.into())
         };
         if !is_valid_environment_key(key) {

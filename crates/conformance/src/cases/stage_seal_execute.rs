@@ -1,6 +1,7 @@
 //! Case `stage-seal-execute`: declared mounts stage, read-only data seals, command output is bounded, outputs read back.
 
 use super::prelude::*;
+use checkfu_sandbox_contract::ConflictActual;
 
 /// Runs the case.
 pub(super) async fn run(ctx: &Ctx) -> Step<()> {
@@ -358,7 +359,13 @@ async fn open_process_round_trip(ctx: &Ctx, id: &str) -> Step<()> {
     let second = ctx.adapter.open_process(request).await;
     let refused = match &second {
         Err(f) => {
-            matches!(f.error(), SandboxError::SandboxLifecycleConflict { actual, .. } if actual == "process_already_open")
+            matches!(
+                f.error(),
+                SandboxError::SandboxLifecycleConflict {
+                    actual: ConflictActual::ProcessAlreadyOpen,
+                    ..
+                }
+            )
         }
         Ok(p) => {
             let _ = p.handle.destroy().await;

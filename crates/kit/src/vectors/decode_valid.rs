@@ -1,6 +1,7 @@
 //! Valid documents of every boundary type (`decode:<Type>`, accepted).
 
 use super::*;
+use checkfu_sandbox_contract::{op, ConflictActual, Member, Operation};
 
 pub(super) fn decode_valid(v: &mut Vectors) {
     let caps = "SandboxProviderCapabilities";
@@ -280,9 +281,9 @@ pub(super) fn decode_valid(v: &mut Vectors) {
         "A tagged error.",
         "SandboxError",
         j(&SandboxError::conflict(
-            "open_process",
+            op::OPEN_PROCESS,
             "active",
-            "process_already_open",
+            ConflictActual::ProcessAlreadyOpen,
         )),
     );
     v.ok_decode("decode-error-capability-unavailable", "The detail may be absent.", "SandboxError", json!({"_tag": "SandboxCapabilityUnavailable", "requirement": "physically_contained_file_read"}));
@@ -291,20 +292,20 @@ pub(super) fn decode_valid(v: &mut Vectors) {
         "A protocol error names the field and both values.",
         "SandboxError",
         j(&SandboxError::protocol(
-            "instance_identity",
+            Operation::InstanceIdentity,
             "expires_at",
             "\"2026-11-30T08:30:00.000Z\"",
             "\"2026-11-30T09:30:00.000Z\"",
         )),
     );
     let failure = SandboxFailure::from(SandboxError::protocol(
-        "snapshot_identity",
+        Operation::SnapshotIdentity,
         "expires_at",
         "a",
         "b",
     ))
     .then(SandboxError::failed(
-        "snapshot_rollback",
+        Operation::Rollback(Member::Snapshot),
         FailureReason::TimedOut,
         "30 s",
     ));

@@ -85,10 +85,8 @@ fn j<T: Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-/// The wire rendering of a value, as mismatches report both values.
-fn show<T: Serialize>(v: &T) -> String {
-    serde_json::to_string(v).unwrap_or_default()
-}
+// The wire rendering of a value, as mismatches report both values.
+use checkfu_sandbox_contract::show;
 
 /// `decode_<wire type name>` (see [`super::wire_type_name`]).
 fn decode_operation(type_name: &str) -> String {

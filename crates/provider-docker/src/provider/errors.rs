@@ -17,15 +17,15 @@ pub(super) fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-pub(super) fn provider_error(operation: &str, message: impl Into<String>) -> SandboxError {
+pub(super) fn provider_error(operation: Operation, message: impl Into<String>) -> SandboxError {
     SandboxError::failed(operation, FailureReason::ProviderError, message)
 }
 
-pub(super) fn daemon_error(operation: &str, e: &DaemonError) -> SandboxError {
+pub(super) fn daemon_error(operation: Operation, e: &DaemonError) -> SandboxError {
     provider_error(operation, chain(e))
 }
 
-pub(super) fn contained_error(operation: &str, path: &str, e: ContainedError) -> SandboxError {
+pub(super) fn contained_error(operation: Operation, path: &str, e: ContainedError) -> SandboxError {
     let reason = match &e {
         ContainedError::OutsideRoot { .. } => FailureReason::OutsideRoot,
         ContainedError::NotFound { .. } => FailureReason::NotFound,
@@ -39,7 +39,7 @@ pub(super) fn contained_error(operation: &str, path: &str, e: ContainedError) ->
 }
 
 pub(super) async fn blocking<T: Send + 'static>(
-    operation: &'static str,
+    operation: Operation,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, SandboxError> {
     tokio::task::spawn_blocking(f)

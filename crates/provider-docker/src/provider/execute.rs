@@ -19,11 +19,11 @@ impl Inner {
         &self,
         request: ExecuteRequest,
     ) -> Result<SandboxCommandResult, SandboxError> {
-        const OP: &str = op::EXECUTE;
+        const OP: Operation = op::EXECUTE;
         let inner = self;
         let rec = inner.load_instance(OP, &request.instance_id)?;
         if rec.state != InstanceState::Active {
-            return Err(SandboxError::conflict(OP, "active", rec.state.as_str()));
+            return Err(SandboxError::conflict(OP, "active", rec.state));
         }
         let c = request.command;
         let started_at = inner.clock.now();

@@ -168,7 +168,7 @@ impl Inner {
 
     pub(super) fn load_instance(
         &self,
-        operation: &str,
+        operation: Operation,
         id: &str,
     ) -> Result<InstanceRecord, SandboxError> {
         let not_found = || SandboxError::SandboxInstanceNotFound {
@@ -186,7 +186,7 @@ impl Inner {
 
     pub(super) fn load_snapshot(
         &self,
-        operation: &str,
+        operation: Operation,
         id: &str,
     ) -> Result<SnapshotRecord, SandboxError> {
         let not_found = || SandboxError::SandboxSnapshotNotFound {
@@ -204,7 +204,7 @@ impl Inner {
 
     pub(super) fn save_instance(
         &self,
-        operation: &str,
+        operation: Operation,
         rec: &InstanceRecord,
     ) -> Result<(), SandboxError> {
         store::write_record(&self.layout.instance_record(&rec.instance_id), rec)

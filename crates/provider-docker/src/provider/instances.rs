@@ -69,7 +69,7 @@ impl Inner {
     /// this refuses what this provider cannot do even if called directly).
     pub(super) fn admit(
         &self,
-        operation: &str,
+        operation: Operation,
         request: &SandboxProvisionRequest,
     ) -> Result<(), SandboxError> {
         if request.provider != PROVIDER_ID {
@@ -186,7 +186,7 @@ impl Inner {
     /// Creates and starts the container of an instance.
     pub(super) async fn start_container(
         &self,
-        operation: &str,
+        operation: Operation,
         rec: &InstanceRecord,
     ) -> Result<(), SandboxError> {
         let id = &rec.instance_id;
@@ -235,14 +235,14 @@ impl Inner {
     /// container and no image: only its state directory.
     pub(super) async fn destroy_instance_record(
         &self,
-        operation: &str,
+        operation: Operation,
         id: &str,
     ) -> Result<(), SandboxError> {
         if !store::is_id(INSTANCE_PREFIX, id) {
             return Ok(());
         }
         let dir = self.layout.instance_dir(id);
-        blocking("destroy", move || match std::fs::remove_dir_all(&dir) {
+        blocking(op::DESTROY, move || match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
@@ -253,7 +253,7 @@ impl Inner {
 
     pub(super) async fn destroy_instance(
         &self,
-        operation: &str,
+        operation: Operation,
         id: &str,
     ) -> Result<(), SandboxError> {
         if !store::is_id(INSTANCE_PREFIX, id) {
@@ -290,7 +290,7 @@ impl Inner {
             .await
             .map_err(|e| daemon_error(operation, &e))?;
         let dir = self.layout.instance_dir(id);
-        blocking("destroy", move || match std::fs::remove_dir_all(&dir) {
+        blocking(op::DESTROY, move || match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),

@@ -18,11 +18,11 @@ impl OpenProcessMember for DockerProvider {
         &self,
         request: SandboxProcessRequest,
     ) -> Result<SandboxProcess, SandboxError> {
-        const OP: &str = op::OPEN_PROCESS;
+        const OP: Operation = op::OPEN_PROCESS;
         let inner = &self.inner;
         let rec = inner.load_instance(OP, &request.instance_id)?;
         if rec.state != InstanceState::Active {
-            return Err(SandboxError::conflict(OP, "active", rec.state.as_str()));
+            return Err(SandboxError::conflict(OP, "active", rec.state));
         }
         let reservation = inner.processes.reserve(&rec.instance_id)?;
         let mut argv = Vec::with_capacity(request.arguments.len() + 1);

@@ -60,7 +60,7 @@ impl Inner {
     /// exactly `allowed_root`.
     pub(super) fn root_dir(
         &self,
-        operation: &str,
+        operation: Operation,
         rec: &InstanceRecord,
         allowed_root: &str,
     ) -> Result<PathBuf, SandboxError> {
@@ -76,7 +76,7 @@ impl Inner {
 
     pub(super) fn listing(
         &self,
-        operation: &'static str,
+        operation: Operation,
         rec: &InstanceRecord,
         root: &str,
         max_entries: u32,
@@ -115,7 +115,7 @@ impl Inner {
     }
 }
 
-pub(super) fn too_many(operation: &str, found: Option<usize>, max: u32) -> SandboxError {
+pub(super) fn too_many(operation: Operation, found: Option<usize>, max: u32) -> SandboxError {
     SandboxError::invalid_request(
         operation,
         "max_entries",
@@ -134,7 +134,7 @@ pub(super) fn join(root: &str, rel: &Path) -> String {
 #[async_trait]
 impl ReadFilesMember for DockerProvider {
     async fn read_files(&self, request: ReadFilesRequest) -> Result<ReadFilesResult, SandboxError> {
-        const OP: &str = op::READ_FILES;
+        const OP: Operation = op::READ_FILES;
         let inner = &self.inner;
         let rec = inner.load_instance(OP, &request.instance_id)?;
         let host = inner.root_dir(OP, &rec, &request.allowed_root)?;
@@ -181,7 +181,7 @@ impl ReadFilesMember for DockerProvider {
 #[async_trait]
 impl ListDirMember for DockerProvider {
     async fn list_dir(&self, request: ListDirRequest) -> Result<ListDirResult, SandboxError> {
-        const OP: &str = op::LIST_DIR;
+        const OP: Operation = op::LIST_DIR;
         let rec = self.inner.load_instance(OP, &request.instance_id)?;
         // A body over 16 MiB is never read: no member returns it.
         let leaves = self
@@ -220,7 +220,7 @@ impl ListProjectDirMember for DockerProvider {
         &self,
         request: ListProjectDirRequest,
     ) -> Result<ListProjectDirResult, SandboxError> {
-        const OP: &str = op::LIST_PROJECT_DIR;
+        const OP: Operation = op::LIST_PROJECT_DIR;
         let rec = self.inner.load_instance(OP, &request.instance_id)?;
         let leaves = self
             .inner
@@ -271,7 +271,7 @@ impl Inner {
         &self,
         request: ReadFileRequest,
     ) -> Result<SandboxFileContent, SandboxError> {
-        const OP: &str = op::READ_FILE;
+        const OP: Operation = op::READ_FILE;
         let inner = self;
         let rec = inner.load_instance(OP, &request.instance_id)?;
         let host = inner.root_dir(OP, &rec, &request.allowed_root)?;

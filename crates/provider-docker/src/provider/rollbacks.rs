@@ -13,15 +13,15 @@ use crate::daemon;
 /// instance id captured at allocation.
 pub(super) struct InstanceRollback {
     pub(super) inner: Arc<Inner>,
-    pub(super) operation: &'static str,
+    pub(super) member: Member,
     pub(super) instance_id: String,
 }
 
 #[async_trait]
 impl Rollback for InstanceRollback {
     async fn rollback(&self) -> Result<(), SandboxError> {
-        let op = format!("{}_rollback", self.operation);
-        self.inner.destroy_instance(&op, &self.instance_id).await
+        let op = Operation::Rollback(self.member);
+        self.inner.destroy_instance(op, &self.instance_id).await
     }
 }
 
@@ -35,7 +35,7 @@ pub(super) struct ActivateRollback {
 #[async_trait]
 impl Rollback for ActivateRollback {
     async fn rollback(&self) -> Result<(), SandboxError> {
-        const OP: &str = "activate_rollback";
+        const OP: Operation = Operation::Rollback(Member::Activate);
         daemon::remove_container(&self.inner.docker, &container_name(&self.instance_id))
             .await
             .map_err(|e| daemon_error(OP, &e))?;
@@ -53,16 +53,16 @@ impl Rollback for ActivateRollback {
 /// Rollback of a snapshot allocation (snapshot, clone, durable release).
 pub(super) struct SnapshotRollback {
     pub(super) inner: Arc<Inner>,
-    pub(super) operation: &'static str,
+    pub(super) member: Member,
     pub(super) snapshot_id: String,
 }
 
 #[async_trait]
 impl Rollback for SnapshotRollback {
     async fn rollback(&self) -> Result<(), SandboxError> {
-        let op = format!("{}_rollback", self.operation);
+        let op = Operation::Rollback(self.member);
         self.inner
-            .destroy_snapshot_inner(&op, &self.snapshot_id)
+            .destroy_snapshot_inner(op, &self.snapshot_id)
             .await
     }
 }

@@ -31,14 +31,14 @@ impl SandboxProvider for DockerProvider {
         &self,
         request: SandboxProvisionRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        const OP: &str = op::PROVISION;
+        const OP: Operation = op::PROVISION;
         let inner = &self.inner;
         inner.admit(OP, &request)?;
         let image = inner.resolve_root(&request).await?;
         let id = store::fresh_id(INSTANCE_PREFIX, &inner.scope);
         let rollback = Arc::new(InstanceRollback {
             inner: inner.clone(),
-            operation: OP,
+            member: Member::Provision,
             instance_id: id.clone(),
         });
         let rec = InstanceRecord {
@@ -74,7 +74,7 @@ impl SandboxProvider for DockerProvider {
     }
 
     async fn write_file(&self, request: WriteFileRequest) -> Result<(), SandboxError> {
-        const OP: &str = op::WRITE_FILE;
+        const OP: Operation = op::WRITE_FILE;
         let inner = &self.inner;
         let rec = inner.load_instance(OP, &request.instance_id)?;
         if request.content_base64.len() as u64 > MAX_FILE_BYTES {
@@ -95,7 +95,11 @@ impl SandboxProvider for DockerProvider {
             ));
         };
         if rec.state == InstanceState::Active && home != Home::Output {
-            return Err(SandboxError::conflict(OP, "provisioning", "active"));
+            return Err(SandboxError::conflict(
+                OP,
+                "provisioning",
+                ConflictActual::Active,
+            ));
         }
         let Some(rel) = store::relative_to(&request.path, root) else {
             return Err(SandboxError::invalid_request(
@@ -137,15 +141,11 @@ impl SandboxProvider for DockerProvider {
         &self,
         request: ActivateRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        const OP: &str = op::ACTIVATE;
+        const OP: Operation = op::ACTIVATE;
         let inner = &self.inner;
         let mut rec = inner.load_instance(OP, &request.instance_id)?;
         if rec.state != InstanceState::Provisioning {
-            return Err(SandboxError::conflict(
-                OP,
-                "provisioning",
-                rec.state.as_str(),
-            ));
+            return Err(SandboxError::conflict(OP, "provisioning", rec.state));
         }
         let rollback = Arc::new(ActivateRollback {
             inner: inner.clone(),
@@ -178,7 +178,7 @@ impl SandboxProvider for DockerProvider {
         &self,
         request: SnapshotRequest,
     ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
-        const OP: &str = op::SNAPSHOT;
+        const OP: Operation = op::SNAPSHOT;
         let inner = &self.inner;
         let rec = inner.load_instance(OP, &request.instance_id)?;
         if rec.request.profile.retention != RetentionMode::Durable {
@@ -188,13 +188,13 @@ impl SandboxProvider for DockerProvider {
             });
         }
         if rec.state != InstanceState::Active {
-            return Err(SandboxError::conflict(OP, "active", rec.state.as_str()));
+            return Err(SandboxError::conflict(OP, "active", rec.state));
         }
         let snapshot = inner.capture(OP, &rec, request.expires_at).await?;
         Ok(Handoff {
             rollback: Arc::new(SnapshotRollback {
                 inner: inner.clone(),
-                operation: OP,
+                member: Member::Snapshot,
                 snapshot_id: snapshot.snapshot_id.clone(),
             }),
             value: snapshot,
@@ -205,7 +205,7 @@ impl SandboxProvider for DockerProvider {
         &self,
         request: CloneSnapshotRequest,
     ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
-        const OP: &str = op::CLONE_SNAPSHOT;
+        const OP: Operation = op::CLONE_SNAPSHOT;
         let inner = &self.inner;
         let source = inner.load_snapshot(OP, &request.source.snapshot_id)?;
         if source.snapshot != request.source {
@@ -219,7 +219,7 @@ impl SandboxProvider for DockerProvider {
         let cid = store::fresh_id(SNAPSHOT_PREFIX, &inner.scope);
         let rollback = Arc::new(SnapshotRollback {
             inner: inner.clone(),
-            operation: OP,
+            member: Member::CloneSnapshot,
             snapshot_id: cid.clone(),
         });
         match inner
@@ -241,18 +241,18 @@ impl SandboxProvider for DockerProvider {
         &self,
         request: ReleaseRequest,
     ) -> Result<Handoff<ReleaseDisposition>, SandboxError> {
-        const OP: &str = op::RELEASE;
+        const OP: Operation = op::RELEASE;
         let inner = &self.inner;
         let rec = inner.load_instance(OP, &request.instance_id)?;
         if rec.state != InstanceState::Active {
-            return Err(SandboxError::conflict(OP, "active", rec.state.as_str()));
+            return Err(SandboxError::conflict(OP, "active", rec.state));
         }
         match (rec.request.profile.retention, request.snapshot_expires_at) {
             (RetentionMode::Durable, Some(expires_at)) => {
                 let snapshot = inner.capture(OP, &rec, expires_at).await?;
                 let rollback = Arc::new(SnapshotRollback {
                     inner: inner.clone(),
-                    operation: OP,
+                    member: Member::Release,
                     snapshot_id: snapshot.snapshot_id.clone(),
                 });
                 if let Err(e) = inner.destroy_instance(OP, &rec.instance_id).await {
@@ -290,7 +290,7 @@ impl SandboxProvider for DockerProvider {
         &self,
         request: ResumeRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        const OP: &str = op::RESUME;
+        const OP: Operation = op::RESUME;
         let inner = &self.inner;
         inner.admit(OP, &request.request)?;
         let source = inner.load_snapshot(OP, &request.snapshot.snapshot_id)?;
@@ -305,7 +305,7 @@ impl SandboxProvider for DockerProvider {
         let id = store::fresh_id(INSTANCE_PREFIX, &inner.scope);
         let rollback = Arc::new(InstanceRollback {
             inner: inner.clone(),
-            operation: OP,
+            member: Member::Resume,
             instance_id: id.clone(),
         });
         match inner.resume_into(&request.request, &source, &id).await {

@@ -27,7 +27,7 @@ impl Inner {
     /// Removes a snapshot's image tag and directory. Idempotent.
     pub(super) async fn destroy_snapshot_inner(
         &self,
-        operation: &str,
+        operation: Operation,
         id: &str,
     ) -> Result<(), SandboxError> {
         if !store::is_id(SNAPSHOT_PREFIX, id) {
@@ -66,13 +66,14 @@ impl Inner {
             .await
             .map_err(|e| daemon_error(operation, &e))?;
         let dir = self.layout.snapshot_dir(id);
-        blocking("destroy_snapshot", move || {
-            match std::fs::remove_dir_all(&dir) {
+        blocking(
+            op::DESTROY_SNAPSHOT,
+            move || match std::fs::remove_dir_all(&dir) {
                 Ok(()) => Ok(()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(e),
-            }
-        })
+            },
+        )
         .await?
         .map_err(|e| provider_error(operation, format!("removing the snapshot directory: {e}")))
     }
@@ -81,7 +82,7 @@ impl Inner {
     /// On failure, whatever was allocated is removed again.
     pub(super) async fn capture(
         &self,
-        operation: &str,
+        operation: Operation,
         rec: &InstanceRecord,
         expires_at: Timestamp,
     ) -> Result<SandboxSnapshot, SandboxError> {
@@ -95,7 +96,7 @@ impl Inner {
 
     pub(super) async fn capture_into(
         &self,
-        operation: &str,
+        operation: Operation,
         rec: &InstanceRecord,
         expires_at: Timestamp,
         sid: &str,
@@ -153,7 +154,7 @@ impl Inner {
 
     pub(super) async fn commit_and_archive(
         &self,
-        operation: &str,
+        operation: Operation,
         rec: &InstanceRecord,
         record: &SnapshotRecord,
         dir: &Path,
@@ -182,7 +183,7 @@ impl Inner {
             self.layout.outputs_dir(&rec.instance_id),
             dir.join(&record.outputs_archive),
         ));
-        blocking("snapshot", move || -> Result<(), String> {
+        blocking(op::SNAPSHOT, move || -> Result<(), String> {
             for (src, dst) in jobs {
                 let file =
                     std::fs::File::create(&dst).map_err(|e| format!("{}: {e}", dst.display()))?;
@@ -207,7 +208,7 @@ impl Inner {
         target_session_id: &str,
         cid: &str,
     ) -> Result<SandboxSnapshot, SandboxError> {
-        const OP: &str = op::CLONE_SNAPSHOT;
+        const OP: Operation = op::CLONE_SNAPSHOT;
         let src = &source.snapshot;
         let created_at = self.clock.now().max(src.created_at);
         if created_at >= src.expires_at {
@@ -294,7 +295,7 @@ impl Inner {
         source: &SnapshotRecord,
         id: &str,
     ) -> Result<InstanceRecord, SandboxError> {
-        const OP: &str = op::RESUME;
+        const OP: Operation = op::RESUME;
         let tag = instance_tag(id);
         let mut rec = InstanceRecord {
             record_revision: RECORD_REVISION,

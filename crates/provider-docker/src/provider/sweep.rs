@@ -99,7 +99,7 @@ impl DockerProvider {
     /// `SandboxOperationFailed{provider_error}` when the daemon cannot be
     /// asked.
     pub async fn scope_leftovers(&self) -> Result<(Vec<String>, Vec<String>), SandboxError> {
-        const OP: &str = op::CLEANUP;
+        const OP: Operation = op::CLEANUP;
         let labels = [(LABEL_SCOPE, self.inner.scope.as_str())];
         let containers = daemon::list_containers_by_labels(&self.inner.docker, &labels)
             .await
@@ -116,7 +116,7 @@ impl DockerProvider {
 
 impl Inner {
     pub(super) async fn inventory(&self) -> Result<Inventory, SandboxError> {
-        const OP: &str = op::CLEANUP;
+        const OP: Operation = op::CLEANUP;
         let mut inv = Inventory::default();
         // The state directory.
         let (instances_dir, snapshots_dir) = (self.layout.instances(), self.layout.snapshots());
@@ -250,7 +250,7 @@ impl Inner {
         &self,
         request: CleanupRequest,
     ) -> Result<CleanupResult, SandboxError> {
-        const OP: &str = op::CLEANUP;
+        const OP: Operation = op::CLEANUP;
         let inner = self;
         let inv = inner.inventory().await?;
         // The contract's rule; unknown times count as orphaned and expired.

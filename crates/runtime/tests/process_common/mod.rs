@@ -305,8 +305,8 @@ fn assert_already_open(f: &SandboxFailure) {
         SandboxError::SandboxLifecycleConflict {
             operation, actual, ..
         } => {
-            assert_eq!(operation, op::OPEN_PROCESS);
-            assert_eq!(actual, "process_already_open");
+            assert_eq!(*operation, op::OPEN_PROCESS);
+            assert_eq!(*actual, ConflictActual::ProcessAlreadyOpen);
         }
         other => panic!("expected SandboxLifecycleConflict, got {other:?}"),
     }

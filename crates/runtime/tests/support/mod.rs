@@ -15,6 +15,7 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Display;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -23,7 +24,6 @@ use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_runtime::admission::is_within;
 use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
-use serde::Serialize;
 use tokio::sync::Notify;
 
 /// The provider id every scripted provider uses unless told otherwise.
@@ -44,11 +44,6 @@ pub const DATA: &str = "/data";
 pub const VENDOR: &str = "/workspace/project/vendor";
 /// The fixed output tree.
 pub const OUT: &str = "/mnt/session/outputs";
-
-/// Compact JSON, the way identity mismatches render values.
-pub fn show<T: Serialize>(v: &T) -> String {
-    serde_json::to_string(v).unwrap()
-}
 
 /// A timestamp from canonical text.
 pub fn ts(text: &str) -> Timestamp {
@@ -314,24 +309,24 @@ impl Inner {
     /// returns.
     pub fn on_instance(
         &self,
-        operation: &str,
+        operation: impl Display,
         f: impl Fn(&mut SandboxInstance) + Send + Sync + 'static,
     ) {
         lock(&self.hooks)
             .instance
-            .insert(operation.into(), Box::new(f));
+            .insert(operation.to_string(), Box::new(f));
     }
 
     /// Mutates every snapshot `operation` (snapshot / clone_snapshot /
     /// release) returns.
     pub fn on_snapshot(
         &self,
-        operation: &str,
+        operation: impl Display,
         f: impl Fn(&mut SandboxSnapshot) + Send + Sync + 'static,
     ) {
         lock(&self.hooks)
             .snapshot
-            .insert(operation.into(), Box::new(f));
+            .insert(operation.to_string(), Box::new(f));
     }
 
     /// Mutates every release disposition.
@@ -383,20 +378,20 @@ impl Inner {
     }
 
     /// Makes `operation` fail with `error` (after recording the call).
-    pub fn fail(&self, operation: &str, error: SandboxError) {
-        lock(&self.fail).insert(operation.into(), error);
+    pub fn fail(&self, operation: impl Display, error: SandboxError) {
+        lock(&self.fail).insert(operation.to_string(), error);
     }
 
     /// Hides an optional member (`read_files`, `list_dir`,
     /// `list_project_dir`, `open_process`, `begin_active_write`).
-    pub fn hide(&self, member: &str) {
-        lock(&self.hidden).insert(member.into());
+    pub fn hide(&self, member: Operation) {
+        lock(&self.hidden).insert(member.to_string());
     }
 
     /// Gates `operation` (or `<op>_rollback`): the call waits on the gate.
-    pub fn gate(&self, operation: &str) -> Gate {
+    pub fn gate(&self, operation: impl Display) -> Gate {
         lock(&self.gates)
-            .entry(operation.into())
+            .entry(operation.to_string())
             .or_default()
             .clone()
     }
@@ -417,8 +412,9 @@ impl Inner {
     }
 
     /// How often `name` was called.
-    pub fn count(&self, name: &str) -> usize {
-        lock(&self.calls).iter().filter(|c| *c == name).count()
+    pub fn count(&self, name: impl Display) -> usize {
+        let name = name.to_string();
+        lock(&self.calls).iter().filter(|c| **c == name).count()
     }
 
     /// Forgets the call log.
@@ -478,14 +474,15 @@ impl Inner {
             .cloned()
     }
 
-    async fn enter(&self, operation: &str) -> Result<(), SandboxError> {
-        lock(&self.calls).push(operation.into());
-        let gate = lock(&self.gates).get(operation).cloned();
+    async fn enter(&self, operation: Operation) -> Result<(), SandboxError> {
+        let operation = operation.to_string();
+        lock(&self.calls).push(operation.clone());
+        let gate = lock(&self.gates).get(&operation).cloned();
         if let Some(g) = gate {
             g.entered.notify_one();
             g.proceed.notified().await;
         }
-        match lock(&self.fail).get(operation) {
+        match lock(&self.fail).get(&operation) {
             Some(e) => Err(e.clone()),
             None => Ok(()),
         }
@@ -532,21 +529,21 @@ impl Inner {
         }
     }
 
-    fn hook_instance(&self, operation: &str, i: &mut SandboxInstance) {
-        if let Some(h) = lock(&self.hooks).instance.get(operation) {
+    fn hook_instance(&self, operation: Operation, i: &mut SandboxInstance) {
+        if let Some(h) = lock(&self.hooks).instance.get(&operation.to_string()) {
             h(i);
         }
     }
 
-    fn hook_snapshot(&self, operation: &str, s: &mut SandboxSnapshot) {
-        if let Some(h) = lock(&self.hooks).snapshot.get(operation) {
+    fn hook_snapshot(&self, operation: Operation, s: &mut SandboxSnapshot) {
+        if let Some(h) = lock(&self.hooks).snapshot.get(&operation.to_string()) {
             h(s);
         }
     }
 
     fn require(
         &self,
-        operation: &str,
+        operation: Operation,
         instance_id: &str,
         state: InstanceState,
     ) -> Result<SandboxInstance, SandboxError> {
@@ -557,16 +554,12 @@ impl Inner {
             });
         };
         if i.state != state {
-            return Err(SandboxError::conflict(
-                operation,
-                state.as_str(),
-                i.state.as_str(),
-            ));
+            return Err(SandboxError::conflict(operation, state.as_str(), i.state));
         }
         Ok(i.clone())
     }
 
-    fn handoff<T>(self: &Arc<Self>, operation: &'static str, value: T, undo: Undo) -> Handoff<T> {
+    fn handoff<T>(self: &Arc<Self>, operation: Operation, value: T, undo: Undo) -> Handoff<T> {
         Handoff {
             value,
             rollback: Arc::new(ScriptedRollback {
@@ -616,7 +609,7 @@ enum Undo {
 
 struct ScriptedRollback {
     inner: Arc<Inner>,
-    operation: &'static str,
+    operation: Operation,
     undo: Undo,
 }
 
@@ -687,8 +680,9 @@ impl ProcessControl for Control {
     }
 }
 
-fn hidden(inner: &Inner, member: &str) -> bool {
-    lock(&inner.hidden).contains(member)
+fn hidden(inner: &Inner, member: Operation) -> bool {
+    let member = member.to_string();
+    lock(&inner.hidden).contains(&member)
 }
 
 #[async_trait]
@@ -1323,7 +1317,7 @@ pub fn only(f: &SandboxFailure) -> &SandboxError {
 #[track_caller]
 pub fn assert_protocol(
     e: &SandboxError,
-    operation: &str,
+    operation: Operation,
     field: &str,
     expected: &str,
     actual: &str,
@@ -1340,7 +1334,7 @@ pub fn assert_protocol(
 #[track_caller]
 pub fn assert_invalid(
     e: &SandboxError,
-    operation: &str,
+    operation: Operation,
     field: &str,
     expected: &str,
     actual: &str,
@@ -1354,7 +1348,12 @@ pub fn assert_invalid(
 
 /// Asserts `e` is `SandboxLifecycleConflict{operation, expected, actual}`.
 #[track_caller]
-pub fn assert_conflict(e: &SandboxError, operation: &str, expected: &str, actual: &str) {
+pub fn assert_conflict(
+    e: &SandboxError,
+    operation: Operation,
+    expected: &str,
+    actual: ConflictActual,
+) {
     assert_eq!(
         e,
         &SandboxError::conflict(operation, expected, actual),
@@ -1375,14 +1374,14 @@ pub fn assert_unavailable(e: &SandboxError, requirement: Requirement) {
 
 /// Asserts `e` is `SandboxOperationFailed{operation, reason}`.
 #[track_caller]
-pub fn assert_failed(e: &SandboxError, operation: &str, reason: FailureReason) {
+pub fn assert_failed(e: &SandboxError, operation: Operation, reason: FailureReason) {
     match e {
         SandboxError::SandboxOperationFailed {
             operation: o,
             reason: r,
             ..
         } => {
-            assert_eq!(o, operation, "{e}");
+            assert_eq!(*o, operation, "{e}");
             assert_eq!(*r, reason, "{e}");
         }
         other => panic!("expected SandboxOperationFailed{{{operation}, {reason:?}}}, got {other}"),
