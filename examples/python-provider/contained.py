@@ -153,10 +153,11 @@ def read_file(root, rel, maximum_bytes):
         os.close(fd)
 
 
-def write_file(host_dir, rel, data, uid=None, gid=None):
-    """Create or replace a regular file under host_dir, creating missing
-    directories, never following a link (provision-time staging and the
-    output tree, which the workload can also write)."""
+def write_file(host_dir, rel, data, uid=None, gid=None, mode=0o644):
+    """Create or replace a regular file under host_dir with exactly the
+    permission bits `mode`, creating missing directories (0o755), never
+    following a link (provision-time staging and the output tree, which the
+    workload can also write)."""
     if not rel:
         raise Refused("not_regular_file")
     fds = [os.open(host_dir, DIR_FLAGS)]
@@ -189,6 +190,7 @@ def write_file(host_dir, rel, data, uid=None, gid=None):
                 view = view[n:]
             if uid is not None:
                 os.fchown(ffd, uid, gid)
+            os.fchmod(ffd, mode)
         finally:
             os.close(ffd)
         try:

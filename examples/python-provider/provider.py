@@ -106,7 +106,7 @@ PARAMS = {
     "sandbox/provision": ({"provider", "placement", "workspace_id", "session_id", "run_id",
                            "attempt_id", "lease_id", "lease_epoch", "target", "profile",
                            "platform", "root_image", "mounts", "expires_at"}, set()),
-    "sandbox/writeFile": ({"instance_id", "path", "content_base64"}, set()),
+    "sandbox/writeFile": ({"instance_id", "path", "content_base64"}, {"mode"}),
     "sandbox/activate": ({"instance_id"}, set()),
     "sandbox/execute": ({"instance_id", "command"}, set()),
     "sandbox/readFile": ({"instance_id", "path", "allowed_root", "maximum_bytes"}, set()),
@@ -392,6 +392,14 @@ class Provider:
     # ---- writeFile
     def write_file(self, p):
         data = b64decode(p["content_base64"], "content_base64")
+        # Optional permission bits (WriteFileRequest.mode, 0..=0o777);
+        # absent means 0o644. Applied exactly, without the umask.
+        mode = p.get("mode", 0o644)
+        if mode is None:
+            mode = 0o644
+        if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
+            raise op_failed("write_file", "invalid_request", "mode must be 0..=511",
+                            "mode", "permission bits 0..=511", json.dumps(mode))
         rec = self.load(p["instance_id"])
         path = p["path"]
         if len(data) > FILE_BOUND:
@@ -415,7 +423,7 @@ class Provider:
             rw = m["access"] == "read_write"
         try:
             contained.write_file(host, rel, data, WORKLOAD_UID if rw else None,
-                                 WORKLOAD_GID if rw else None)
+                                 WORKLOAD_GID if rw else None, mode)
         except contained.Refused as r:
             raise op_failed("write_file", "path_not_admitted" if r.reason == "outside_root"
                             else r.reason, "cannot write %s" % path)

@@ -31,12 +31,18 @@ impl Adapter {
     ///
     /// # Errors
     /// `SandboxCapabilityUnavailable{requirement: base_image}` when the
-    /// member is absent or the provider does not know the image (its
-    /// error); `SandboxProtocolInvalid{operation: resolve_image}` when the
+    /// member is absent and `reference` is not already pinned (a pinned
+    /// reference is then returned as it is), or when the provider does not
+    /// know the image (its error); `SandboxProtocolInvalid{operation: resolve_image}` when the
     /// answer is not `name@sha256:<64 lowercase hex>`, names another image,
     /// or (for a pinned input) is not the input itself.
     pub async fn resolve_image(&self, reference: &str) -> Res<ImageReference> {
         let Some(member) = self.provider().resolve_image() else {
+            // A reference that is already pinned needs no resolution: the
+            // provider checks at provision that it holds the image.
+            if let Ok(pinned) = ImageReference::parse(reference) {
+                return Ok(pinned);
+            }
             return Err(SandboxError::unavailable(
                 Requirement::BaseImage,
                 format!(

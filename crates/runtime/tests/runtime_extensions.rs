@@ -187,6 +187,14 @@ async fn without_the_member_an_image_is_unavailable() {
 }
 
 #[tokio::test]
+async fn without_the_member_a_pinned_reference_passes_unchanged() {
+    let adapter = answering(None, None);
+    let pinned = format!("demo@sha256:{HEX}");
+    let got = adapter.resolve_image(&pinned).await.expect("pinned");
+    assert_eq!(got.as_str(), pinned);
+}
+
+#[tokio::test]
 async fn the_dry_run_lists_what_cleanup_then_sweeps_and_removes_nothing() {
     let (memory, clock, adapter) = memory();
     let for_memory = || {
