@@ -55,7 +55,7 @@ impl<T: fmt::Debug> fmt::Debug for Handoff<T> {
     }
 }
 
-/// Operation names as they appear in errors, as [`Operation`] values
+/// Operation names as they appear in errors, as [`Operation`](crate::Operation) values
 /// (snake_case member names and the identity checks).
 pub mod op {
     use crate::operation::{Member, Operation};
