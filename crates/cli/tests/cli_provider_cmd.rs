@@ -385,3 +385,60 @@ fn docker_served_over_the_wire_passes_and_leaves_nothing() {
     let skipped = lines.iter().filter(|l| l.contains(" skipped (")).count();
     assert_eq!((passed, skipped), (8, 1), "{lines:#?}");
 }
+
+/// Pids of live (non-zombie) processes whose argv is exactly `argv`.
+fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want) && !gone(*pid)
+        })
+        .collect()
+}
+
+/// A provider command that forks a helper (a shell wrapper's child) leaves
+/// nothing behind: closing the connection kills the provider's whole
+/// process group, after a passing run and after a broken one alike.
+#[test]
+fn processes_a_provider_command_forked_are_killed_with_it() {
+    let marker = format!(
+        "{}.{}",
+        7000 + std::process::id() % 1000,
+        std::process::id()
+    );
+    let helper = ["sleep", marker.as_str()];
+    // The helper's stdio goes to /dev/null, so a leak shows as a live
+    // process rather than as a test that waits for its stderr to close.
+    let fork = format!("sleep {marker} </dev/null >/dev/null 2>&1 &");
+    let passing = format!("sh -c '{fork} exec {}'", served(""));
+    let o = output(checkfu().args([
+        "sandbox",
+        "test",
+        "--case",
+        "stage-seal-execute",
+        "--provider-cmd",
+        &passing,
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let broken = format!("sh -c '{fork} echo garbage; exec cat'");
+    let o = output(checkfu().args(["sandbox", "capabilities", "--provider-cmd", &broken]));
+    assert_eq!(code(&o), 125, "{}", describe(&o));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_running(&helper).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = processes_running(&helper);
+    for pid in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert_eq!(left, Vec::<u32>::new(), "helpers left");
+}

@@ -106,6 +106,10 @@ pub(crate) struct Conn {
     next_id: AtomicU64,
     options: WireOptions,
     child: Mutex<Option<tokio::process::Child>>,
+    /// The process group a spawned provider leads (its pid; 0 for none
+    /// or once killed): every process it started is killed with it, once,
+    /// so a recycled group id is never signalled.
+    group: std::sync::atomic::AtomicI32,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// The socket to reconnect to.
     reconnect: Option<std::path::PathBuf>,
@@ -215,6 +219,17 @@ impl Conn {
             .as_mut()
         {
             let _ = child.start_kill();
+        }
+        self.kill_group();
+    }
+
+    /// Kills every process left in the spawned provider's process group
+    /// (a provider that forked helpers, a shell wrapper's children).
+    fn kill_group(&self) {
+        use rustix::process::{kill_process_group, Pid, Signal};
+        if let Some(pid) = Pid::from_raw(self.group.swap(0, Ordering::SeqCst)) {
+            // ESRCH: the group is already empty.
+            let _ = kill_process_group(pid, Signal::KILL);
         }
     }
 
@@ -509,9 +524,13 @@ impl WireClient {
         mut command: tokio::process::Command,
         options: WireOptions,
     ) -> Result<Self, SandboxError> {
+        // The provider leads its own process group, so that closing the
+        // connection kills everything it started and a terminal's signals
+        // reach only checkfu.
         command
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true);
         let mut child = command.spawn().map_err(|e| {
             SandboxError::failed(
@@ -581,12 +600,18 @@ impl WireClient {
         W: AsyncWrite + Send + Unpin + 'static,
     {
         let (out, _) = mpsc::unbounded_channel::<Vec<u8>>();
+        let group = child
+            .as_ref()
+            .and_then(tokio::process::Child::id)
+            .and_then(|id| i32::try_from(id).ok())
+            .unwrap_or(0);
         let conn = Arc::new(Conn {
             out: Mutex::new(out),
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
             options,
             child: Mutex::new(child),
+            group: std::sync::atomic::AtomicI32::new(group),
             tasks: Mutex::new(Vec::new()),
             reconnect,
             resume_window: Mutex::new(Duration::from_millis(RESUME_WINDOW_MS)),
@@ -835,6 +860,7 @@ impl Conn {
             let _ = child.start_kill();
             let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
         }
+        self.kill_group();
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
         for t in tasks {
             t.abort();
@@ -844,6 +870,7 @@ impl Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        self.kill_group();
         for t in self
             .tasks
             .get_mut()
