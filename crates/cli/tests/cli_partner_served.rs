@@ -173,33 +173,88 @@ fn an_enrolled_id_selects_the_provider_under_its_ceiling() {
 
 #[test]
 fn an_enrolled_provider_whose_live_envelope_drifted_is_refused_naming_the_field() {
-    assert!(
-        python_available(),
-        "python3 is needed for the scaffold test"
-    );
+    // The same executable (so the same code subject) now serves the Docker
+    // provider: its live envelope is not the one the evidence carries.
+    let Some(env) = docker("enrolled_envelope_drift") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let registry = enrolled(tmp.path());
-    // The enrolled command now starts another provider: its envelope is
-    // not the one the evidence carries.
-    let other = init_python(&tmp.path().join("other"));
     let text = std::fs::read_to_string(&registry).unwrap();
     let start = text.find("command = [").unwrap();
     let end = start + text[start..].find(']').unwrap() + 1;
     let edited = format!(
-        "{}command = [{:?}]{}",
+        "{}command = [{:?}, \"sandbox\", \"serve\", \"--provider\", \"docker\"]{}",
         &text[..start],
-        other.display().to_string(),
+        checkfu_exe().display().to_string(),
         &text[end..]
     );
     std::fs::write(&registry, edited).unwrap();
     let o = output(
-        checkfu()
+        env.checkfu()
             .args(["sandbox", "capabilities", "--provider", "acme"])
             .env("CHECKFU_PROVIDERS", &registry),
     );
     assert_eq!(code(&o), 125, "{}", describe(&o));
     assert!(
-        stderr(&o).contains("enrolled_envelope: ") && stderr(&o).contains("enforcement."),
+        stderr(&o).contains("enrolled_envelope: "),
+        "{}",
+        describe(&o)
+    );
+    env.finish();
+}
+
+/// An enrolled executable changed after enrollment no longer matches the
+/// code subject of its signed evidence: `--provider ID` refuses it before
+/// starting it, naming the subject.
+#[test]
+fn an_enrolled_executable_changed_after_enrollment_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("keys");
+    let o = output(checkfu().args(["sandbox", "keygen", "--out"]).arg(&keys));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let evidence = tmp.path().join("memory.dsse.json");
+    let o = output(
+        checkfu()
+            .args(["sandbox", "test", "--sign"])
+            .arg(keys.join("checkfu-signing.key.pem"))
+            .arg("--evidence")
+            .arg(&evidence),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    // The enrolled command is a copy of checkfu: the same bytes, so the
+    // same code subject, until it is changed.
+    let copy = tmp.path().join("provider-bin");
+    std::fs::copy(checkfu_exe(), &copy).unwrap();
+    let registry = tmp.path().join("providers.toml");
+    let o = output(
+        checkfu()
+            .args(["sandbox", "add", "--id", "acme", "--provider-cmd"])
+            .arg(format!("{} sandbox serve", copy.display()))
+            .arg("--evidence")
+            .arg(&evidence)
+            .arg("--key")
+            .arg(keys.join("checkfu-signing.pub.pem"))
+            .arg("--providers")
+            .arg(&registry),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let capabilities = || {
+        output(
+            checkfu()
+                .args(["sandbox", "capabilities", "--provider", "acme"])
+                .env("CHECKFU_PROVIDERS", &registry),
+        )
+    };
+    let o = capabilities();
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let mut bytes = std::fs::read(&copy).unwrap();
+    bytes.push(0);
+    std::fs::write(&copy, bytes).unwrap();
+    let o = capabilities();
+    assert_eq!(code(&o), 125, "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("no longer matches its enrolled evidence"),
         "{}",
         describe(&o)
     );

@@ -42,6 +42,25 @@ pub fn lookup(id: &str, path: &Path) -> Result<(ProviderChoice, Enrollment), Fai
         },
         Transport::Socket(p) => ProviderChoice::Socket(p.clone()),
     };
+    // The provider's code is re-checked on every use: an enrolled
+    // executable edited after enrollment no longer matches the subject its
+    // signed evidence names, and is refused before it is started.
+    let code = super::served::code(&choice)?;
+    let key = checkfu_sandbox_enroll::keys::read_verifying_key(&entry.key)
+        .map_err(|e| Failure::checkfu(format!("--provider {id}: {e}")))?;
+    let bytes = std::fs::read(&entry.evidence).map_err(|e| {
+        Failure::checkfu(format!(
+            "--provider {id}: evidence {}: {e}",
+            entry.evidence.display()
+        ))
+    })?;
+    if let Err(reasons) = checkfu_sandbox_enroll::verify::verify(&bytes, &key, &code, &envelope) {
+        let reasons: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+        return Err(Failure::checkfu(format!(
+            "--provider {id}: the provider no longer matches its enrolled evidence: {}",
+            reasons.join("; ")
+        )));
+    }
     Ok((
         choice,
         Enrollment {
