@@ -99,6 +99,10 @@ struct State {
 /// Runs in the reader task on a successful reply, before the next line.
 type ReplyHook = Box<dyn FnOnce(&Arc<Conn>, &Value) + Send>;
 
+/// How long a spawned provider may take to exit after EOF on its stdin
+/// when the runner closes the connection, before it is killed.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 /// One connection: a writer queue, the reader task's state.
 pub(crate) struct Conn {
     out: Mutex<mpsc::UnboundedSender<Vec<u8>>>,
@@ -854,12 +858,24 @@ impl Conn {
 
     async fn close(&self) {
         self.closing.store(true, Ordering::SeqCst);
-        self.fail(Broken::Closed("closed by the runner".into()));
+        // A spawned provider first gets EOF on its stdin and a grace period
+        // to tear down what it holds (a served target's scope); then it and
+        // everything in its process group are killed.
         let child = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(mut child) = child {
-            let _ = child.start_kill();
-            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+        let group = self.group.swap(0, Ordering::SeqCst);
+        {
+            let (closed, _) = mpsc::unbounded_channel::<Vec<u8>>();
+            *self.out.lock().unwrap_or_else(|e| e.into_inner()) = closed;
         }
+        self.fail(Broken::Closed("closed by the runner".into()));
+        if let Some(mut child) = child {
+            let exited = tokio::time::timeout(CLOSE_GRACE, child.wait()).await;
+            if exited.is_err() {
+                let _ = child.start_kill();
+                let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+            }
+        }
+        self.group.store(group, Ordering::SeqCst);
         self.kill_group();
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
         for t in tasks {
