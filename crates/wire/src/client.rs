@@ -99,6 +99,15 @@ struct State {
 /// Runs in the reader task on a successful reply, before the next line.
 type ReplyHook = Box<dyn FnOnce(&Arc<Conn>, &Value) + Send>;
 
+/// Kills every process in the process group `group` leads (0: none).
+fn kill_group(group: i32) {
+    use rustix::process::{kill_process_group, Pid, Signal};
+    if let Some(pid) = Pid::from_raw(group) {
+        // ESRCH: the group is already empty.
+        let _ = kill_process_group(pid, Signal::KILL);
+    }
+}
+
 /// How long a spawned provider may take to exit after EOF on its stdin
 /// when the runner closes the connection, before it is killed.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -230,11 +239,7 @@ impl Conn {
     /// Kills every process left in the spawned provider's process group
     /// (a provider that forked helpers, a shell wrapper's children).
     fn kill_group(&self) {
-        use rustix::process::{kill_process_group, Pid, Signal};
-        if let Some(pid) = Pid::from_raw(self.group.swap(0, Ordering::SeqCst)) {
-            // ESRCH: the group is already empty.
-            let _ = kill_process_group(pid, Signal::KILL);
-        }
+        kill_group(self.group.swap(0, Ordering::SeqCst));
     }
 
     /// Sends a request and waits for its outcome under `deadline`. A call
@@ -875,8 +880,7 @@ impl Conn {
                 let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
             }
         }
-        self.group.store(group, Ordering::SeqCst);
-        self.kill_group();
+        kill_group(group);
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
         for t in tasks {
             t.abort();
