@@ -481,11 +481,18 @@ fn docker_a_file_still_being_written_does_not_abort_the_copy() {
         "{}",
         describe(&o)
     );
-    assert!(
-        err.contains("log.txt"),
-        "the changing file is named: {}",
-        describe(&o)
-    );
+    // Whether the writer appended between the listing and the read is up
+    // to the scheduler (the detection itself is tested deterministically in
+    // checkfu-sandbox-session's outputs tests). Either the changing file is
+    // named, or it was read exactly as listed: whole lines only.
+    if !err.contains("log.txt") {
+        let log = std::fs::read(out.join("log.txt")).unwrap_or_default();
+        assert!(
+            !log.is_empty() && log.chunks(2).all(|l| l == b"x\n"),
+            "log.txt was neither named nor copied as listed: {}",
+            describe(&o)
+        );
+    }
     match code(&o) {
         0 => assert!(out.join("log.txt").exists(), "{}", describe(&o)),
         125 => assert!(err.contains("exited with status 0"), "{}", describe(&o)),

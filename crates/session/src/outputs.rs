@@ -85,6 +85,7 @@ impl CopyReport {
 
 /// What one readFiles member gave: bytes to write, and whether the file
 /// changed since the listing.
+#[derive(Debug)]
 enum Member {
     /// Bytes to write; `Some(what)` when they are not what was listed.
     Write(Vec<u8>, Option<String>),
@@ -380,6 +381,61 @@ fn write_beneath(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn listed(content: &[u8]) -> DirEntry {
+        DirEntry {
+            path: "/mnt/session/outputs/log.txt".into(),
+            size_bytes: content.len() as u64,
+            sha256: Some(sha256_digest(content)),
+        }
+    }
+
+    fn read(content: &[u8]) -> ReadFileOutcome {
+        ReadFileOutcome::Read {
+            path: "/mnt/session/outputs/log.txt".into(),
+            content_base64: checkfu_sandbox_contract::Bytes(content.to_vec()),
+        }
+    }
+
+    #[test]
+    fn a_file_read_as_listed_is_copied_without_a_note() {
+        match checked_bytes(&listed(b"x\n"), read(b"x\n")) {
+            Member::Write(bytes, None) => assert_eq!(bytes, b"x\n"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_changed_between_listing_and_read_is_copied_as_read_and_named() {
+        match checked_bytes(&listed(b"x\n"), read(b"x\nx\n")) {
+            Member::Write(bytes, Some(what)) => {
+                assert_eq!(bytes, b"x\nx\n");
+                assert!(what.contains("changed while being copied"), "{what}");
+                assert!(what.contains("listed 2 bytes"), "{what}");
+                assert!(what.contains("read 4 bytes"), "{what}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_grown_past_its_bound_or_removed_is_skipped_with_the_reason() {
+        let grown = ReadFileOutcome::TooLarge {
+            path: "/mnt/session/outputs/log.txt".into(),
+            size_bytes: 9,
+        };
+        match checked_bytes(&listed(b"x\n"), grown) {
+            Member::Skip(what) => assert_eq!(what, "grew from 2 to 9 bytes while being copied"),
+            other => panic!("{other:?}"),
+        }
+        let gone = ReadFileOutcome::NotFound {
+            path: "/mnt/session/outputs/log.txt".into(),
+        };
+        match checked_bytes(&listed(b"x\n"), gone) {
+            Member::Skip(what) => assert_eq!(what, "removed while being copied"),
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn read_groups_respect_both_budgets() {
