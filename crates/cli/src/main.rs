@@ -36,7 +36,21 @@ enum Top {
     /// Sandbox-provider commands: conformance, runs, capabilities, cleanup, author kit.
     #[command(
         subcommand,
-        after_help = "Examples:\n  checkfu sandbox test --provider docker\n  checkfu sandbox run --image demo:1 -- sh -c 'exit 42'"
+        after_help = "Examples:
+  checkfu sandbox test --provider docker
+  checkfu sandbox run --image demo:1 -- sh -c 'exit 42'
+
+Exit status, the same for every subcommand (each one's --help gives its own):
+  0    done; for `test`, no case failed; for `verify` and `add`, accepted
+  1    a judged refusal: a case failed (`test`), evidence did not verify (`verify`, `add`),
+       an id already or not enrolled (`add`, `remove`)
+  2    usage: a flag or value that does not parse, with the reason on one line
+  125  checkfu or the provider failed; one line names the closed error tag, the
+       operation, the field and both values
+  `run` exits with the workload's own status, 124 past --timeout, 126 when the
+  command could not be executed, 127 when it was not found
+  128+N after signal N (129 HUP, 130 INT, 131 QUIT, 143 TERM): the sandbox is destroyed first
+  141  stdout was closed by its reader (as a SIGPIPE death)"
     )]
     Sandbox(SandboxCommand),
     /// Print a shell completion script for bash, zsh or fish.

@@ -178,7 +178,7 @@ fn add_enrolls_under_a_ceiling_reporting_cuts_then_list_and_remove() {
     assert!(stdout(&o).contains("advisory_filter"), "{}", describe(&o));
     // Enrolled twice: refused.
     let o = add(&s, &registry, "acme", None);
-    assert_one_line_failure(&o, 125, &["already enrolled"]);
+    assert_one_line_failure(&o, 1, &["already enrolled"]);
     let o = output(
         checkfu()
             .args(["sandbox", "remove", "acme", "--providers"])
@@ -191,6 +191,13 @@ fn add_enrolls_under_a_ceiling_reporting_cuts_then_list_and_remove() {
             .arg(&registry),
     );
     assert_eq!(stdout(&o), "");
+    // Removed twice: refused, naming the id.
+    let o = output(
+        checkfu()
+            .args(["sandbox", "remove", "acme", "--providers"])
+            .arg(&registry),
+    );
+    assert_one_line_failure(&o, 1, &["remove acme", "no provider with that id"]);
 }
 
 #[test]

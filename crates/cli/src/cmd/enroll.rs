@@ -39,7 +39,7 @@ Examples:
       --key keys/checkfu-signing.pub.pem --ceiling ceiling.toml
   checkfu sandbox run --provider acme --image busybox -- true
 
-Exit status: 0 enrolled; 1 refused (one line per reason); 2 on usage errors; 125 when a file or \
+Exit status: 0 enrolled; 1 refused (one line per reason, or the id is already enrolled); 2 on usage errors; 125 when a file or \
 the provider cannot be read or the registry cannot be written."
 )]
 pub struct AddArgs {
@@ -107,7 +107,7 @@ fn try_add(args: &AddArgs) -> Result<ExitCode, Failure> {
     let path = args.registry.path();
     let mut reg = Registry::load(&path).map_err(|e| Failure::checkfu(e.to_string()))?;
     if reg.get(&args.id).is_some() {
-        return Err(Failure::checkfu(format!(
+        return Err(Failure::refused(format!(
             "--id {}: already enrolled in {}; `checkfu sandbox remove {}` first",
             args.id,
             path.display(),
@@ -132,7 +132,7 @@ fn try_add(args: &AddArgs) -> Result<ExitCode, Failure> {
             for r in reasons {
                 eprintln!("  {r}");
             }
-            return Ok(ExitCode::from(1));
+            return Ok(ExitCode::from(super::fail::EXIT_REFUSED));
         }
     };
     let transport = match served {
@@ -213,12 +213,12 @@ pub fn remove(args: RemoveArgs) -> ExitCode {
         Err(e) => return Failure::checkfu(e.to_string()).report(),
     };
     if reg.remove(&args.id).is_none() {
-        eprintln!(
-            "checkfu: remove {}: no provider with that id in {}",
+        return Failure::refused(format!(
+            "remove {}: no provider with that id in {}",
             args.id,
             path.display()
-        );
-        return ExitCode::from(1);
+        ))
+        .report();
     }
     if let Err(e) = reg.save(&path) {
         return Failure::checkfu(e.to_string()).report();

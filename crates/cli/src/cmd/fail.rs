@@ -15,6 +15,10 @@ use checkfu_sandbox_session::SessionError;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit status when checkfu or the provider failed.
 pub const EXIT_CHECKFU: u8 = 125;
+/// Exit status of a refusal: the input was read and judged, and the answer
+/// is no (`sandbox add` of evidence that does not verify, or of an id that
+/// is already enrolled; `sandbox remove` of an id that is not).
+pub const EXIT_REFUSED: u8 = 1;
 
 /// A failure of a command: the one line to print and the exit status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +42,14 @@ impl Failure {
     pub fn checkfu(line: impl Into<String>) -> Self {
         Failure {
             code: EXIT_CHECKFU,
+            line: line.into(),
+        }
+    }
+
+    /// A refusal (exit 1): the input was judged and refused.
+    pub fn refused(line: impl Into<String>) -> Self {
+        Failure {
+            code: EXIT_REFUSED,
             line: line.into(),
         }
     }
