@@ -1,5 +1,6 @@
-//! The suite against the real Docker daemon: eight passes, allowlist-egress
-//! recorded as a skip, and nothing of the target's scope left afterwards.
+//! The suite against the real Docker daemon: nine passes (allowlist-egress
+//! included: this machine kind has nft and nsenter and runs as root), and
+//! nothing of the target's scope left afterwards.
 //!
 //! Gate: without a daemon the test prints a `SKIP` line and returns, except
 //! under `CI=true`, where it fails.
@@ -42,8 +43,8 @@ async fn daemon_or_skip(test: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_passes_eight_skips_allowlist_and_leaves_nothing() {
-    if !daemon_or_skip("docker_passes_eight_skips_allowlist_and_leaves_nothing").await {
+async fn docker_passes_nine_and_leaves_nothing() {
+    if !daemon_or_skip("docker_passes_nine_and_leaves_nothing").await {
         return;
     }
     let target = Arc::new(
@@ -67,21 +68,19 @@ async fn docker_passes_eight_skips_allowlist_and_leaves_nothing() {
     eprintln!("{}", evidence.table());
     closed.expect("target closes cleanly");
 
-    assert_eq!(evidence.summary.passed, 8, "{}", evidence.table());
-    assert_eq!(evidence.summary.skipped, 1, "{}", evidence.table());
+    assert!(
+        target.docker_provider().egress_support().is_enforced(),
+        "this machine kind enforces allowlist egress: {:?}",
+        target.docker_provider().egress_support()
+    );
+    assert_eq!(evidence.summary.passed, 9, "{}", evidence.table());
+    assert_eq!(evidence.summary.skipped, 0, "{}", evidence.table());
     assert_eq!(
         evidence.summary.failed + evidence.summary.timed_out,
         0,
         "{}",
         evidence.table()
     );
-    let skipped = evidence
-        .cases
-        .iter()
-        .find(|c| c.outcome == Outcome::Skipped)
-        .expect("one skip");
-    assert_eq!(skipped.id, "allowlist-egress");
-    assert_eq!(skipped.missing_tokens, vec![Token::NetworkAllowlist]);
 
     // Nothing of this scope is left at the daemon or on disk.
     let docker = daemon::connect().await.expect("daemon");
