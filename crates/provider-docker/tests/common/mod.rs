@@ -187,4 +187,5 @@ pub async fn start_container(
         .expect("container")
 }
 
+pub mod egress_lab;
 pub mod provider_env;
