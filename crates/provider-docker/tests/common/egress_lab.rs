@@ -86,8 +86,13 @@ pub struct LabNet {
 
 impl LabNet {
     /// Creates the lab network (or skips, see [`super::docker_or_skip`]).
+    /// Without host support for allowlist egress (nft, nsenter, root) the
+    /// test is skipped the same way, and fails under `CI=true`.
     pub async fn new(test: &str, options: NetworkOptions) -> Option<LabNet> {
         let docker = super::docker_or_skip(test).await?;
+        if let EgressSupport::Unavailable(why) = EgressSupport::probe_cached() {
+            super::skip_or_fail(test, &format!("allowlist egress unavailable: {why}"))?;
+        }
         let pinned = super::fixture_ref(&docker).await;
         let image = format!("sha256:{}", pinned.split_once("@sha256:").unwrap().1);
         let cleanup = Cleanup::new(test);
