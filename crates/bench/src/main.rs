@@ -19,13 +19,13 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(
     name = "checkfu-bench",
-    after_help = "Examples:\n  checkfu-bench                      # every figure, table on stdout\n  checkfu-bench --quick --out table.md\n  checkfu-bench --only 1 --only 3\n\nFigures: 1 runtime overhead (memory), 2 cold start, 3 warm execute, 4 readFile 16 MiB,\n5 durable round trip, 6 cleanup of 100 and 1,000 orphans, 7 16 concurrent lifecycles,\n8 wire overhead (memory oracle served by this binary on stdio: execute, openProcess stdout)."
+    after_help = "Examples:\n  checkfu-bench                      # every figure, table on stdout\n  checkfu-bench --quick --out table.md\n  checkfu-bench --only 1 --only 3\n\nFigures: 1 runtime overhead (memory), 2 cold start, 3 warm execute, 4 readFile 16 MiB,\n5 durable round trip, 6 cleanup of 100 and 1,000 orphans, 7 16 concurrent lifecycles,\n8 wire overhead (memory oracle served by this binary on stdio: execute, openProcess stdout),\n9 allowlist activation (Docker: nftables rules loaded into the instance) vs network none."
 )]
 struct Args {
     /// Fewer repetitions (a smoke run).
     #[arg(long)]
     quick: bool,
-    /// Run only this figure (1-8, repeatable).
+    /// Run only this figure (1-9, repeatable).
     #[arg(long = "only", value_name = "N")]
     only: Vec<u8>,
     /// Also write the table to FILE.
@@ -619,6 +619,40 @@ async fn figures_docker(
             baseline: Some(("cleanup of 100 orphans".into(), per[&100])),
         });
     }
+    if which(9) {
+        eprintln!("figure 9: allowlist activation");
+        if let checkfu_sandbox_docker::egress::EgressSupport::Unavailable(why) =
+            b.provider.egress_support()
+        {
+            eprintln!("figure 9 not measured: allowlist egress unavailable: {why}");
+        } else {
+            // A documentation address (RFC 5737): rules only, no traffic.
+            let allowlist = NetworkPolicy::Allowlist {
+                destinations: vec![NetworkDestination {
+                    host: "192.0.2.1".into(),
+                    port: 443,
+                }],
+            };
+            let cycle = |policy: NetworkPolicy| {
+                let b = &b;
+                async move {
+                    let mut r = b.request(RetentionMode::EphemeralZdr, vec![], 3600);
+                    r.profile.network_policy = policy;
+                    let i = b.adapter.provision(r).await.map_err(f)?;
+                    b.adapter.activate(&i.instance_id).await.map_err(f)?;
+                    b.adapter.release(&i.instance_id, None).await.map_err(f)?;
+                    Ok::<_, String>(())
+                }
+            };
+            let ours = time(reps(12), || cycle(allowlist.clone())).await?;
+            let base = time(reps(12), || cycle(NetworkPolicy::None)).await?;
+            rows.push(Row {
+                figure: "9 provision+activate+release, allowlist (1 destination, rules loaded and read back)".into(),
+                ours,
+                baseline: Some(("the same with network `none`".into(), base)),
+            });
+        }
+    }
     if which(7) {
         eprintln!("figure 7: 16 concurrent lifecycles");
         let b = Arc::new(b);
@@ -855,7 +889,7 @@ fn main() -> ExitCode {
             eprintln!("figure 8: wire overhead on the memory oracle");
             figure8(if args.quick { 500 } else { 5000 }, &mut rows).await?;
         }
-        if (2..=7).any(which) {
+        if (2..=7).chain([9]).any(which) {
             figures_docker(&which, args.quick, &mut rows).await?;
         }
         Ok::<_, String>(rows)

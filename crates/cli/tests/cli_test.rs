@@ -22,7 +22,7 @@ fn memory_suite_passes_and_an_injected_fault_fails_it() {
 }
 
 #[test]
-fn docker_suite_passes_with_one_recorded_skip() {
+fn docker_suite_passes_the_chosen_cases_allowlist_included() {
     let Some(env) = docker("docker_suite") else {
         return;
     };
@@ -40,7 +40,7 @@ fn docker_suite_passes_with_one_recorded_skip() {
     ]));
     assert_eq!(code(&o), 0, "{}", describe(&o));
     assert!(
-        stdout(&o).contains("2 passed, 0 failed, 1 skipped"),
+        stdout(&o).contains("3 passed, 0 failed, 0 skipped"),
         "{}",
         describe(&o)
     );
@@ -123,6 +123,16 @@ fn docker_sigint_mid_checkpoint_clone_leaves_nothing() {
         "checkpoint-clone",
         rustix::process::Signal::INT,
         130,
+    );
+}
+
+#[test]
+fn docker_sigterm_mid_allowlist_egress_leaves_nothing() {
+    signal_mid_case_leaves_nothing(
+        "docker_test_sigterm_allowlist",
+        "allowlist-egress",
+        rustix::process::Signal::TERM,
+        143,
     );
 }
 

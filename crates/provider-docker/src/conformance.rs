@@ -3,15 +3,19 @@
 //! state directory, and token listeners on a private network the target
 //! creates.
 //!
-//! Declares six tokens (filesystem, process, snapshot, network-none, zdr,
-//! cleanup); allowlist-egress is a recorded skip because the provider does
-//! not offer `allowlist`.
+//! Declares seven tokens (filesystem, process, snapshot, network-none,
+//! network-allowlist, zdr, cleanup) where the host lets the provider
+//! enforce an allowlist ([`crate::egress::EgressSupport`]); elsewhere
+//! network-allowlist is left out and allowlist-egress is a recorded skip.
 //!
 //! Network traffic only goes to listeners this target started: each is a
 //! fixture container on an `internal` bridge network the target created
 //! (labelled with its scope), and the positive control dials it from
-//! another short-lived container on that network. Sandbox instances run
-//! with network mode `none`.
+//! another short-lived container on that network. Instances of a `none`
+//! profile run with network mode `none`; instances of an `allowlist`
+//! profile join the same internal network (the provider's egress network
+//! for this target), so even a broken rule set could reach nothing but
+//! the target's own listeners.
 //!
 //! Compiled with the feature `conformance`.
 
@@ -27,6 +31,7 @@ use checkfu_sandbox_conformance::context::fresh_token;
 use checkfu_sandbox_conformance::{ConformanceTarget, Listener, LiveObjects, TargetError, Token};
 use checkfu_sandbox_contract::*;
 
+use crate::egress::{EgressConfig, EgressSupport};
 use crate::labels::{LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE};
 use crate::{daemon, fixture, testnet, DockerConfig, DockerProvider};
 use crate::{host_platform, PROVIDER_ID};
@@ -104,16 +109,21 @@ impl DockerTarget {
             .prefix(&format!("checkfu-{scope}-"))
             .tempdir()
             .map_err(|e| TargetError::platform("state directory", chain(&e)))?;
-        let provider = DockerProvider::with_docker(
+        let network = format!("checkfu-{scope}");
+        let provider = DockerProvider::with_egress(
             docker.clone(),
             DockerConfig {
                 state_dir: state_dir.path().to_path_buf(),
                 scope: scope.clone(),
                 clock: Arc::new(SystemClock),
             },
+            EgressConfig {
+                network: network.clone(),
+                static_hosts: Default::default(),
+            },
+            EgressSupport::probe_cached(),
         )
         .map_err(|e| TargetError::platform("provider", chain(&e)))?;
-        let network = format!("checkfu-{scope}");
         // The target exists before its network does: if this future is
         // dropped while the network is being created, or creation fails,
         // dropping the target sweeps the scope and its state directory.
@@ -500,7 +510,7 @@ impl ConformanceTarget for DockerTarget {
     }
 
     fn declared_tokens(&self) -> BTreeSet<Token> {
-        [
+        let mut tokens: BTreeSet<Token> = [
             Token::Filesystem,
             Token::Process,
             Token::Snapshot,
@@ -509,7 +519,11 @@ impl ConformanceTarget for DockerTarget {
             Token::Cleanup,
         ]
         .into_iter()
-        .collect()
+        .collect();
+        if self.provider.egress_support().is_enforced() {
+            tokens.insert(Token::NetworkAllowlist);
+        }
+        tokens
     }
 
     fn clock(&self) -> Arc<dyn Clock> {

@@ -22,6 +22,9 @@
 //!   (containers, bounded and streaming execs, process-group kill);
 //! * [`archive_dir`] / [`extract_archive`]: snapshot archives of host
 //!   directories;
+//! * [`egress`]: allowlist enforcement (an nftables rule set loaded into
+//!   an instance's network namespace from the host), its configuration
+//!   and the host probe deciding whether `allowlist` is offered;
 //! * [`testnet`]: listeners and a control dialer on a private network, for
 //!   the egress conformance cases;
 //! * [`Layout`]: where the state directory keeps records and host
@@ -35,6 +38,7 @@ mod busybox;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod daemon;
+pub mod egress;
 pub mod fixture;
 mod leaves;
 mod members;

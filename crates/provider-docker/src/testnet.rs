@@ -13,10 +13,20 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bollard::models::NetworkCreateRequest;
+use bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
 use bollard::Docker;
 
 use crate::daemon::{self, ContainerSpec, DaemonError, ExecOutcome, ExecRequest};
+
+/// Address plan of a test network: the daemon's choice unless set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkOptions {
+    /// IPv4 subnet in CIDR form, for example `169.254.169.0/24`.
+    pub ipv4_subnet: Option<String>,
+    /// IPv6 subnet in CIDR form (a unique-local one, for example
+    /// `fd5e:c0f::/64`); when set, the network is dual-stack.
+    pub ipv6_subnet: Option<String>,
+}
 
 /// Creates an internal bridge network named `name` with `labels`.
 /// Returns its id.
@@ -29,12 +39,41 @@ pub async fn create_network(
     name: &str,
     labels: &HashMap<String, String>,
 ) -> Result<String, DaemonError> {
+    create_network_with(docker, name, labels, &NetworkOptions::default()).await
+}
+
+/// [`create_network`] with an address plan: still `internal` (no route off
+/// the host), dual-stack when `options.ipv6_subnet` is set.
+///
+/// # Errors
+///
+/// [`DaemonError::Docker`] when the daemon refuses (for example a subnet
+/// that overlaps another network's).
+pub async fn create_network_with(
+    docker: &Docker,
+    name: &str,
+    labels: &HashMap<String, String>,
+    options: &NetworkOptions,
+) -> Result<String, DaemonError> {
+    let subnets: Vec<IpamConfig> = [&options.ipv4_subnet, &options.ipv6_subnet]
+        .into_iter()
+        .flatten()
+        .map(|s| IpamConfig {
+            subnet: Some(s.clone()),
+            ..Default::default()
+        })
+        .collect();
     let res = docker
         .create_network(NetworkCreateRequest {
             name: name.to_owned(),
             driver: Some("bridge".into()),
             internal: Some(true),
             attachable: Some(false),
+            enable_ipv6: Some(options.ipv6_subnet.is_some()),
+            ipam: (!subnets.is_empty()).then(|| Ipam {
+                config: Some(subnets),
+                ..Default::default()
+            }),
             labels: Some(labels.clone()),
             ..Default::default()
         })
@@ -63,22 +102,41 @@ pub struct TestListener {
     pub container_id: String,
     /// Its address on the network.
     pub ip: String,
+    /// Its IPv6 address on a dual-stack network.
+    pub ipv6: Option<String>,
     /// The port it listens on.
     pub port: u16,
 }
 
-async fn container_ip(docker: &Docker, id: &str, network: &str) -> Result<String, DaemonError> {
+/// A container's IPv4 address and (on a dual-stack network) IPv6 address
+/// on `network`.
+///
+/// # Errors
+///
+/// [`DaemonError`] when the container is gone or has no IPv4 address there.
+pub async fn container_ips(
+    docker: &Docker,
+    id: &str,
+    network: &str,
+) -> Result<(String, Option<String>), DaemonError> {
     let info = daemon::inspect_container(docker, id)
         .await?
         .ok_or_else(|| DaemonError::Unexpected(format!("container {id} vanished")))?;
-    info.network_settings
+    let endpoint = info
+        .network_settings
         .and_then(|n| n.networks)
-        .and_then(|mut n| n.remove(network))
+        .and_then(|mut n| n.remove(network));
+    let v6 = endpoint
+        .as_ref()
+        .and_then(|e| e.global_ipv6_address.clone())
+        .filter(|ip| !ip.is_empty());
+    let v4 = endpoint
         .and_then(|e| e.ip_address)
         .filter(|ip| !ip.is_empty())
         .ok_or_else(|| {
             DaemonError::Unexpected(format!("container {id} has no address on {network}"))
-        })
+        })?;
+    Ok((v4, v6))
 }
 
 /// Starts a listener container from `image` (a fixture image) on
@@ -97,7 +155,27 @@ pub async fn start_listener(
     port: u16,
     token: &str,
 ) -> Result<TestListener, DaemonError> {
+    start_listener_at(docker, image, network, labels, port, token, None).await
+}
+
+/// [`start_listener`] at a chosen IPv4 address on `network` (inside its
+/// subnet), or the daemon's choice when `ipv4` is `None`.
+///
+/// # Errors
+///
+/// As [`start_listener`]; the daemon refuses an address outside the subnet
+/// or already taken.
+pub async fn start_listener_at(
+    docker: &Docker,
+    image: &str,
+    network: &str,
+    labels: &HashMap<String, String>,
+    port: u16,
+    token: &str,
+    ipv4: Option<&str>,
+) -> Result<TestListener, DaemonError> {
     let spec = ContainerSpec {
+        ipv4_address: ipv4.map(str::to_owned),
         image: image.to_owned(),
         labels: labels.clone(),
         network_mode: Some(network.to_owned()),
@@ -113,14 +191,14 @@ pub async fn start_listener(
     };
     let id = daemon::create_and_start(docker, &spec).await?;
     let ready = async {
-        let ip = container_ip(docker, &id, network).await?;
+        let ips = container_ips(docker, &id, network).await?;
         for _ in 0..50 {
             let mut probe = ExecRequest::new(&["nc", "-w", "1", "127.0.0.1", &port.to_string()]);
             probe.timeout = Duration::from_secs(5);
             let report = daemon::exec_bounded(docker, &id, &probe).await?;
             if let ExecOutcome::Exited { stdout, .. } = &report.outcome {
                 if stdout == token.as_bytes() {
-                    return Ok(ip);
+                    return Ok(ips);
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -131,9 +209,10 @@ pub async fn start_listener(
     }
     .await;
     match ready {
-        Ok(ip) => Ok(TestListener {
+        Ok((ip, ipv6)) => Ok(TestListener {
             container_id: id,
             ip,
+            ipv6,
             port,
         }),
         Err(e) => {
@@ -159,6 +238,35 @@ pub async fn dial(
     host: &str,
     port: u16,
 ) -> Result<Vec<u8>, DaemonError> {
+    let argv = ["nc", "-w", "3", host, &port.to_string()];
+    run_support(
+        docker,
+        image,
+        network,
+        labels,
+        &argv,
+        Duration::from_secs(10),
+    )
+    .await
+}
+
+/// Runs `argv` in a short-lived container of `image` on `network` (the
+/// control vantage point: the same network as the instance, no rules) and
+/// returns its stdout, whatever its exit code. The container is removed
+/// afterwards.
+///
+/// # Errors
+///
+/// [`DaemonError`] when the container cannot be started or the command
+/// does not end within `timeout`.
+pub async fn run_support(
+    docker: &Docker,
+    image: &str,
+    network: &str,
+    labels: &HashMap<String, String>,
+    argv: &[&str],
+    timeout: Duration,
+) -> Result<Vec<u8>, DaemonError> {
     let spec = ContainerSpec {
         image: image.to_owned(),
         labels: labels.clone(),
@@ -168,14 +276,14 @@ pub async fn dial(
         ..Default::default()
     };
     let id = daemon::create_and_start(docker, &spec).await?;
-    let mut probe = ExecRequest::new(&["nc", "-w", "3", host, &port.to_string()]);
-    probe.timeout = Duration::from_secs(10);
+    let mut probe = ExecRequest::new(argv);
+    probe.timeout = timeout;
     let report = daemon::exec_bounded(docker, &id, &probe).await;
     let removed = daemon::remove_container(docker, &id).await;
     let report = report?;
     removed?;
     match report.outcome {
         ExecOutcome::Exited { stdout, .. } => Ok(stdout),
-        other => Err(DaemonError::Unexpected(format!("dial ended {other:?}"))),
+        other => Err(DaemonError::Unexpected(format!("{argv:?} ended {other:?}"))),
     }
 }

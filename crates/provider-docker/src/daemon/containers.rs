@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bollard::models::{
-    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerSummary, HostConfig,
-    ImageSummary, Mount, MountTypeEnum,
+    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerSummary,
+    EndpointIpamConfig, EndpointSettings, HostConfig, ImageSummary, Mount, MountTypeEnum,
+    NetworkingConfig,
 };
 use bollard::query_parameters::{
     CommitContainerOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder,
@@ -63,8 +64,14 @@ pub struct ContainerSpec {
     pub command: Option<Vec<String>>,
     /// Network mode; `none` when `None`. Sandbox containers always use
     /// `none`; only test-support containers ([`crate::testnet`]) join a
-    /// network, one the test created.
+    /// network, one the test created, and allowlist instances join the
+    /// provider's egress network (`crate::egress`).
     pub network_mode: Option<String>,
+    /// `/etc/hosts` entries `name:address` written by the daemon.
+    pub extra_hosts: Vec<String>,
+    /// A fixed IPv4 address on the `network_mode` network (test-support
+    /// listeners at a chosen address); the daemon's choice when `None`.
+    pub ipv4_address: Option<String>,
 }
 
 /// Creates a container from `spec` with network mode `none` (unless
@@ -116,8 +123,10 @@ pub async fn create_and_start(
             pids_limit: spec.pids_limit,
             nano_cpus: spec.nano_cpus,
             init: Some(false),
+            extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
             ..Default::default()
         }),
+        networking_config: fixed_address(spec),
         ..Default::default()
     };
     let mut opts = CreateContainerOptionsBuilder::new();
@@ -136,6 +145,21 @@ pub async fn create_and_start(
         return Err(e.into());
     }
     Ok(created.id)
+}
+
+/// The endpoint settings that pin `spec.ipv4_address` on its network.
+fn fixed_address(spec: &ContainerSpec) -> Option<NetworkingConfig> {
+    let (network, ip) = (spec.network_mode.as_ref()?, spec.ipv4_address.as_ref()?);
+    let endpoint = EndpointSettings {
+        ipam_config: Some(EndpointIpamConfig {
+            ipv4_address: Some(ip.clone()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Some(NetworkingConfig {
+        endpoints_config: Some(HashMap::from([(network.clone(), endpoint)])),
+    })
 }
 
 /// Inspects a container; `Ok(None)` when it does not exist.

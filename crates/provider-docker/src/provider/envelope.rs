@@ -4,6 +4,7 @@ use checkfu_sandbox_contract::bounds::MAX_MOUNTS;
 use checkfu_sandbox_contract::*;
 
 use super::inner::{MATERIALIZATION_REVISION, PROVIDER_REVISION};
+use crate::egress::EgressSupport;
 
 /// The platform of this host (the daemon is local).
 pub fn host_platform() -> Platform {
@@ -17,16 +18,26 @@ pub fn host_platform() -> Platform {
     }
 }
 
-/// The provider's one envelope.
-pub fn envelope() -> SandboxProviderCapabilities {
+/// The provider's one envelope on a host with `egress` support: `allowlist`
+/// graded `enforced` when [`EgressSupport::Enforced`], otherwise only `none`
+/// with egress `unsupported`. Fixed for a provider object's lifetime.
+pub fn envelope(egress: &EgressSupport) -> SandboxProviderCapabilities {
     use EnforcementLevel::{NotEnforced, ProviderEnforced};
+    let (network_modes, egress_certification) = if egress.is_enforced() {
+        (
+            vec![NetworkMode::None, NetworkMode::Allowlist],
+            EgressCertification::Enforced,
+        )
+    } else {
+        (vec![NetworkMode::None], EgressCertification::Unsupported)
+    };
     SandboxProviderCapabilities {
         placement: Placement::Runner,
         tiers: vec![Tier::Container],
         platforms: vec![host_platform()],
         image_mode: ImageMode::Profile,
         package_managers: Vec::new(),
-        network_modes: vec![NetworkMode::None],
+        network_modes,
         retention_modes: vec![RetentionMode::EphemeralZdr, RetentionMode::Durable],
         snapshots: true,
         snapshot_clone: true,
@@ -34,13 +45,14 @@ pub fn envelope() -> SandboxProviderCapabilities {
         list_dir: true,
         physically_contained_file_read: true,
         active_mount_write: false,
-        egress_certification: EgressCertification::Unsupported,
+        egress_certification,
         enforcement: Enforcement {
             // Mount namespace, read-only binds, contained host reads.
             filesystem: ProviderEnforced,
             // PID namespace; commands end with their process group.
             process: ProviderEnforced,
-            // Network mode none: loopback only.
+            // Network mode none: loopback only; allowlist: nftables rules in
+            // the instance's namespace, out of the workload's reach.
             network: ProviderEnforced,
             // cgroup limits set on the container.
             memory: ProviderEnforced,
@@ -65,11 +77,26 @@ mod tests {
 
     #[test]
     fn envelope_is_valid_and_stable() {
-        let e = envelope();
+        let e = envelope(&EgressSupport::Unavailable("no nft".into()));
         assert!(e.violations().is_empty(), "{:?}", e.violations());
         assert_eq!(e.max_mounts, 64);
         assert_eq!(e.network_modes, vec![NetworkMode::None]);
+        assert_eq!(e.egress_certification, EgressCertification::Unsupported);
         assert!(e.snapshots && e.snapshot_clone && e.list_dir && e.physically_contained_file_read);
         assert!(!e.active_mount_write);
+    }
+
+    #[test]
+    fn allowlist_is_offered_enforced_only_with_support() {
+        let e = envelope(&EgressSupport::Enforced {
+            nsenter: "/usr/bin/nsenter".into(),
+            nft: "/usr/sbin/nft".into(),
+        });
+        assert!(e.violations().is_empty(), "{:?}", e.violations());
+        assert_eq!(
+            e.network_modes,
+            vec![NetworkMode::None, NetworkMode::Allowlist]
+        );
+        assert_eq!(e.egress_certification, EgressCertification::Enforced);
     }
 }

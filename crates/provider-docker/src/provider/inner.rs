@@ -9,6 +9,7 @@ use checkfu_sandbox_contract::*;
 
 use super::errors::provider_error;
 use crate::daemon::{self, DaemonError};
+use crate::egress::{EgressConfig, EgressSupport};
 use crate::process::ProcessTable;
 use crate::store::{self, Home, InstanceRecord, Layout, SnapshotRecord};
 
@@ -79,6 +80,10 @@ pub(crate) struct Inner {
     pub(crate) clock: Arc<dyn Clock>,
     /// instance id -> reservation token of its one live process.
     pub(crate) processes: Arc<ProcessTable>,
+    /// Where allowlist instances connect and how names resolve.
+    pub(crate) egress: EgressConfig,
+    /// Whether `allowlist` is offered (probed once at construction).
+    pub(crate) egress_support: EgressSupport,
 }
 
 pub(super) fn scope_ok(scope: &str) -> bool {
@@ -108,6 +113,29 @@ impl DockerProvider {
     ///
     /// As [`DockerProvider::connect`], without the daemon call.
     pub fn with_docker(docker: Docker, config: DockerConfig) -> Result<Self, DockerProviderError> {
+        Self::with_egress(
+            docker,
+            config,
+            EgressConfig::default(),
+            EgressSupport::probe_cached(),
+        )
+    }
+
+    /// A provider over an already connected daemon handle whose allowlist
+    /// instances join `egress.network` and resolve names through
+    /// `egress.static_hosts` first; `support` is the host's ability to
+    /// enforce an allowlist ([`EgressSupport::probe_cached`] unless a caller
+    /// knows better), and decides whether the envelope offers `allowlist`.
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerProvider::with_docker`].
+    pub fn with_egress(
+        docker: Docker,
+        config: DockerConfig,
+        egress: EgressConfig,
+        support: EgressSupport,
+    ) -> Result<Self, DockerProviderError> {
         if !scope_ok(&config.scope) {
             return Err(DockerProviderError::Scope(config.scope));
         }
@@ -123,6 +151,8 @@ impl DockerProvider {
                 scope: config.scope,
                 clock: config.clock,
                 processes: Arc::new(ProcessTable::new()),
+                egress,
+                egress_support: support,
             }),
         })
     }
@@ -138,6 +168,8 @@ impl DockerProvider {
                 scope: self.inner.scope.clone(),
                 clock: self.inner.clock.clone(),
                 processes: Arc::new(ProcessTable::new()),
+                egress: self.inner.egress.clone(),
+                egress_support: self.inner.egress_support.clone(),
             }),
         }
     }
@@ -155,6 +187,16 @@ impl DockerProvider {
     /// The state directory.
     pub fn state_dir(&self) -> &Path {
         self.inner.layout.root()
+    }
+
+    /// Whether this provider enforces `allowlist`, and if not, why.
+    pub fn egress_support(&self) -> &EgressSupport {
+        &self.inner.egress_support
+    }
+
+    /// Where allowlist instances connect and how names resolve.
+    pub fn egress_config(&self) -> &EgressConfig {
+        &self.inner.egress
     }
 }
 

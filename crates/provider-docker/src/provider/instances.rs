@@ -98,12 +98,7 @@ impl Inner {
                 "no package manager is offered",
             ));
         }
-        if request.profile.network_policy.mode() != NetworkMode::None {
-            return Err(SandboxError::unavailable(
-                Requirement::NetworkPolicy,
-                "only network mode none is offered",
-            ));
-        }
+        self.admit_network(&request.profile.network_policy)?;
         if request.profile.resources.disk_bytes.is_some() {
             return Err(SandboxError::unavailable(
                 Requirement::Resources,
@@ -222,11 +217,32 @@ impl Inner {
             nano_cpus: res.cpu_millis.map(|c| i64::from(c) * 1_000_000),
             command: None,
             network_mode: None,
+            extra_hosts: Vec::new(),
+            ipv4_address: None,
         };
-        daemon::create_and_start(&self.docker, &spec)
+        // Allowlist: join the egress network with the resolved names, and
+        // load the rules before the instance is handed out (crate::egress).
+        let plan = self
+            .egress_plan(operation, &r.profile.network_policy)
+            .await?;
+        let spec = match &plan {
+            Some(p) => daemon::ContainerSpec {
+                network_mode: Some(self.egress.network.clone()),
+                extra_hosts: p.hosts.clone(),
+                ..spec
+            },
+            None => spec,
+        };
+        let cid = daemon::create_and_start(&self.docker, &spec)
             .await
-            .map(drop)
-            .map_err(|e| daemon_error(operation, &e))
+            .map_err(|e| daemon_error(operation, &e))?;
+        if let Some(p) = plan {
+            if let Err(e) = self.enforce_egress(operation, &cid, &p).await {
+                let _ = daemon::remove_container(&self.docker, &cid).await;
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Removes every trace of an instance: its open process, container,

@@ -44,8 +44,11 @@
 //!   never-started container created from the source image (its own image
 //!   and labels) plus copies of the archives. Custody is `runner`: the
 //!   bytes live on this machine.
-//! * **Network.** Containers run with network mode `none`; `allowlist` is
-//!   not offered.
+//! * **Network.** A `none` profile's container runs with network mode
+//!   `none`. An `allowlist` profile's container joins the egress network
+//!   with an nftables rule set in its namespace, loaded from the host
+//!   before the instance is handed out ([`crate::egress`]); `allowlist` is
+//!   offered only where the host can do that.
 //!
 //! # Files
 //!
@@ -55,6 +58,7 @@
 //! one concern each; [`sandbox`] wires the contract's required members to
 //! them and [`rollbacks`] undoes allocations.
 
+mod egress;
 mod envelope;
 mod errors;
 mod execute;

@@ -24,7 +24,7 @@ impl SandboxProvider for DockerProvider {
     }
 
     fn capabilities(&self) -> SandboxProviderCapabilities {
-        envelope()
+        envelope(&self.inner.egress_support)
     }
 
     async fn provision(

@@ -32,7 +32,7 @@ pub async fn docker_or_skip(test: &str) -> Option<Docker> {
     }
 }
 
-fn skip_or_fail(test: &str, why: &str) -> Option<Docker> {
+pub fn skip_or_fail(test: &str, why: &str) -> Option<Docker> {
     if in_ci() {
         panic!("{test}: CI=true and {why}");
     }
@@ -187,4 +187,5 @@ pub async fn start_container(
         .expect("container")
 }
 
+pub mod egress_lab;
 pub mod provider_env;

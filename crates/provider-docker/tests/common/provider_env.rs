@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_docker::egress::{EgressConfig, EgressSupport};
 use checkfu_sandbox_docker::{daemon, DockerConfig, DockerProvider};
 use checkfu_sandbox_docker::{host_platform, labels::LABEL_SCOPE};
 use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
@@ -24,30 +25,42 @@ impl ProviderEnv {
     /// fixture.
     pub async fn new(test: &str) -> Option<ProviderEnv> {
         let docker = super::docker_or_skip(test).await?;
+        Some(Self::with_egress(test, docker, EgressConfig::default()).await)
+    }
+
+    /// A provider whose allowlist instances join `egress.network` (the
+    /// host's egress support probed as in production).
+    pub async fn with_egress(
+        test: &str,
+        docker: checkfu_sandbox_docker::Docker,
+        egress: EgressConfig,
+    ) -> ProviderEnv {
         let pinned = super::fixture_ref(&docker).await;
         let unique = super::unique(test);
         let hash = checkfu_sandbox_docker::fixture::hex(&sha2::Sha256::digest(unique.as_bytes()));
         let scope = format!("t-{}", &hash[..16]);
         let state_dir = std::env::temp_dir().join(format!("checkfu-provider-{scope}"));
-        let provider = DockerProvider::with_docker(
+        let provider = DockerProvider::with_egress(
             docker,
             DockerConfig {
                 state_dir: state_dir.clone(),
                 scope: scope.clone(),
                 clock: Arc::new(SystemClock),
             },
+            egress,
+            EgressSupport::probe_cached(),
         )
         .expect("provider");
         let mut runtime = SandboxRuntime::new(Arc::new(SystemClock));
         runtime.register(Arc::new(provider.clone()));
         let adapter = runtime.adapter("docker").expect("adapter");
-        Some(ProviderEnv {
+        ProviderEnv {
             provider,
             adapter,
             root_image: ImageReference::parse(&pinned).unwrap(),
             scope,
             state_dir,
-        })
+        }
     }
 
     pub fn profile(&self, retention: RetentionMode) -> SandboxProfile {
