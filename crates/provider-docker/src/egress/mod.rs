@@ -22,7 +22,7 @@
 //! privilege to enter another namespace and load rules there. Without it
 //! the provider does not offer `allowlist` and says why.
 //!
-//! The decision and the options weighed: `docs/decisions/0XX-egress-allowlist-nft.md`.
+//! The decision and the options weighed: `docs/decisions/020-docker-allowlist-egress.md`.
 
 pub mod nft;
 
