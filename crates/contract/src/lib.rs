@@ -22,6 +22,7 @@ pub mod error;
 pub mod identity;
 pub mod mismatch;
 pub mod operation;
+pub mod path;
 pub mod provider;
 pub mod sweep;
 pub mod timestamp;
@@ -38,6 +39,7 @@ pub use error::{
     FailureReason, OutputStream, Requirement, SandboxError, SandboxFailure, UnmetAdapter,
 };
 pub use mismatch::{excerpt, show, Mismatch};
+pub use path::SandboxPath;
 pub use operation::{ConflictActual, Member, Operation, ProcessStep, UnknownOperation, WireType};
 pub use provider::*;
 pub use sweep::{CleanupInventory, SweepCandidate};
