@@ -559,12 +559,7 @@ fn docker_a_name_that_is_not_utf8_is_copied_under_its_exact_bytes() {
     );
     assert_eq!(std::fs::read(out.join("good.txt")).unwrap(), b"good\n");
     let bad = out.join(std::ffi::OsStr::from_bytes(b"bad-\xff"));
-    assert_eq!(
-        std::fs::read(&bad).unwrap(),
-        b"bad\n",
-        "{}",
-        describe(&o)
-    );
+    assert_eq!(std::fs::read(&bad).unwrap(), b"bad\n", "{}", describe(&o));
     let mut names: Vec<Vec<u8>> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().as_bytes().to_vec())

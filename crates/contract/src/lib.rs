@@ -39,8 +39,8 @@ pub use error::{
     FailureReason, OutputStream, Requirement, SandboxError, SandboxFailure, UnmetAdapter,
 };
 pub use mismatch::{excerpt, show, Mismatch};
-pub use path::SandboxPath;
 pub use operation::{ConflictActual, Member, Operation, ProcessStep, UnknownOperation, WireType};
+pub use path::SandboxPath;
 pub use provider::*;
 pub use sweep::{CleanupInventory, SweepCandidate};
 pub use timestamp::{Timestamp, TimestampError};

@@ -95,7 +95,11 @@ fn escape_bytes(mut bytes: &[u8]) -> String {
             }
             Err(e) => {
                 let (good, rest) = bytes.split_at(e.valid_up_to());
-                out.push_str(&std::str::from_utf8(good).unwrap_or("").replace('\\', "\\\\"));
+                out.push_str(
+                    &std::str::from_utf8(good)
+                        .unwrap_or("")
+                        .replace('\\', "\\\\"),
+                );
                 let bad = e.error_len().unwrap_or(rest.len());
                 for b in &rest[..bad] {
                     out.push_str(&format!("\\x{b:02x}"));

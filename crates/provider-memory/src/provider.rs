@@ -1608,7 +1608,9 @@ impl ListProjectDirMember for Inner {
                         size_bytes: b.len() as u64,
                         sha256: sha256_digest(b),
                     },
-                    FsNode::Symlink(t) => ProjectEntryKind::Symlink { target: t.clone().into() },
+                    FsNode::Symlink(t) => ProjectEntryKind::Symlink {
+                        target: t.clone().into(),
+                    },
                     FsNode::Special(_) if drop_special => return None,
                     FsNode::Special(kind) => match kind {
                         SpecialKind::NullDevice | SpecialKind::ZeroDevice | SpecialKind::Device => {

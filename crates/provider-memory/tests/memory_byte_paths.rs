@@ -34,7 +34,10 @@ async fn a_name_that_is_not_utf8_survives_listing_reads_and_a_snapshot_exactly()
     let (p, _clock) = provider();
     let req = request(RetentionMode::Durable);
     let id = provision(&p, &req).await;
-    for (path, body) in [(bad(), &b"bad\n"[..]), ("/mnt/session/outputs/good.txt".into(), b"good\n")] {
+    for (path, body) in [
+        (bad(), &b"bad\n"[..]),
+        ("/mnt/session/outputs/good.txt".into(), b"good\n"),
+    ] {
         p.write_file(WriteFileRequest {
             instance_id: id.clone(),
             path,

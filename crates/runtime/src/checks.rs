@@ -5,8 +5,8 @@ use checkfu_sandbox_contract::identity::Mismatch;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::validate;
 use checkfu_sandbox_contract::Operation;
-use checkfu_sandbox_contract::{show, SandboxPath, 
-    ReadFileOutcome, ReadFilesEntry, SandboxCommand, SandboxError, SandboxFailure,
+use checkfu_sandbox_contract::{
+    ReadFileOutcome, ReadFilesEntry, SandboxCommand, SandboxError, SandboxFailure, SandboxPath,
     SandboxProcessRequest, SandboxProfile,
 };
 
@@ -101,8 +101,8 @@ pub(crate) fn read_files_result(
         if *outcome.path() != want.path {
             return protocol(
                 format!("files[{i}].path"),
-                show(&want.path),
-                show(outcome.path()),
+                want.path.display(),
+                outcome.path().display(),
             );
         }
         if let ReadFileOutcome::TooLarge { size_bytes, .. } = outcome {

@@ -207,11 +207,15 @@ pub async fn stage_folder(
     push(adapter, instance_id, mount_path, files, progress).await
 }
 
+/// One file to stage: its path below the mount (bytes), its content, its
+/// Git mode when from Git, and its permission bits.
+type ToStage = (Vec<u8>, Vec<u8>, Option<GitMode>, u32);
+
 async fn push(
     adapter: &Adapter,
     instance_id: &str,
     mount_path: &str,
-    files: Vec<(Vec<u8>, Vec<u8>, Option<GitMode>, u32)>,
+    files: Vec<ToStage>,
     progress: &(dyn Fn(StageProgress) + Send + Sync),
 ) -> Result<Vec<StagedFile>, SandboxFailure> {
     let total = files.len();

@@ -499,4 +499,24 @@ mod tests {
         write_beneath(&root, &["d".into(), "e".into()], b"ok").unwrap();
         assert_eq!(std::fs::read(dest.path().join("d/e")).unwrap(), b"ok");
     }
+
+    #[test]
+    fn names_are_written_as_bytes_and_a_name_the_host_cannot_hold_fails_alone() {
+        let dest = tempfile::tempdir().unwrap();
+        let root = rustix::fs::open(
+            dest.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        write_beneath(&root, &[b"bad-\xff".to_vec()], b"bad\n").unwrap();
+        use std::os::unix::ffi::OsStrExt;
+        let bad = dest.path().join(std::ffi::OsStr::from_bytes(b"bad-\xff"));
+        assert_eq!(std::fs::read(bad).unwrap(), b"bad\n");
+        // Longer than a host file name can be (255 bytes): this file fails,
+        // the next one is still written.
+        assert!(write_beneath(&root, &[vec![b'n'; 300]], b"x").is_err());
+        write_beneath(&root, &[b"after".to_vec()], b"ok").unwrap();
+        assert_eq!(std::fs::read(dest.path().join("after")).unwrap(), b"ok");
+    }
 }

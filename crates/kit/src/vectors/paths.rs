@@ -20,9 +20,7 @@ const DOT_DOT: &str = "L3dvcmtzcGFjZS9wcm9qZWN0L/8vLi4veA==";
 
 pub(super) fn byte_paths(v: &mut Vectors) {
     let digest = format!("sha256:{}", "3".repeat(64));
-    let listing = |path: serde_json::Value| {
-        json!({"entries": [{"path": path, "size_bytes": 5, "sha256": digest}]})
-    };
+    let listing = |path: serde_json::Value| json!({"entries": [{"path": path, "size_bytes": 5, "sha256": digest}]});
     v.ok_decode(
         "decode-list-dir-result-bytes-path",
         "A listed file whose name is not UTF-8 (bad-\\xff): its path as bytes_base64.",
