@@ -261,10 +261,7 @@ pub enum Home {
 pub use checkfu_sandbox_contract::validate::is_within;
 
 /// The deepest mount (or the output tree) containing `path`, with its root.
-pub fn home_of<'a>(
-    request: &'a SandboxProvisionRequest,
-    path: impl AsRef<[u8]>,
-) -> Option<(Home, &'a str)> {
+pub fn home_of(request: &SandboxProvisionRequest, path: impl AsRef<[u8]>) -> Option<(Home, &str)> {
     let path = path.as_ref();
     if is_within(path, OUTPUT_PATH) {
         return Some((Home::Output, OUTPUT_PATH));

@@ -215,7 +215,7 @@ impl Fs {
     }
 
     /// Every node strictly below a physical directory, in path order.
-    pub(crate) fn subtree<'a>(&'a self, dir: impl AsRef<[u8]>) -> Vec<(&'a Name, &'a FsNode)> {
+    pub(crate) fn subtree(&self, dir: impl AsRef<[u8]>) -> Vec<(&Name, &FsNode)> {
         let key = join(&split(dir));
         self.subtree_keys(&key)
             .filter_map(|k| self.nodes.get(k).map(|n| (k, n)))
@@ -228,7 +228,7 @@ impl Fs {
         let depth = split(&key).len();
         self.subtree_keys(&key)
             .filter(|k| split(k).len() == depth + 1)
-            .map(|k| basename(k))
+            .map(basename)
             .collect()
     }
 

@@ -348,7 +348,7 @@ impl MemoryProvider {
     pub fn plant(&self, instance_id: &str, path: &str, node: FsNode) -> Result<(), SandboxError> {
         let mut st = self.inner.lock();
         let record = st.instance(instance_id)?;
-        record.fs.mkdir_all(&crate::fs::parent(path));
+        record.fs.mkdir_all(crate::fs::parent(path));
         record.fs.insert(path, node);
         Ok(())
     }
@@ -538,7 +538,7 @@ impl MemoryProvider {
             let dir = format!("{PACKAGE_RECORD_ROOT}/{manager}");
             fs.mkdir_all(&dir);
             fs.insert(
-                &format!("{dir}/{}", p.name.replace('/', "%2F")),
+                format!("{dir}/{}", p.name.replace('/', "%2F")),
                 FsNode::File(p.version.clone().into_bytes()),
             );
         }
@@ -1046,7 +1046,7 @@ impl SandboxProvider for MemoryProvider {
                 .walk(root.clone(), rel[..i].to_vec(), true, Some(depth))
             {
                 Ok((p, None)) => {
-                    record.fs.insert(&crate::fs::join(&p), FsNode::Directory);
+                    record.fs.insert(crate::fs::join(&p), FsNode::Directory);
                     parent = p;
                 }
                 Ok((p, Some(FsNode::Directory))) => parent = p,
@@ -1814,7 +1814,7 @@ fn stage(fs: &mut Fs, root: &str, files: &[ActiveWriteFile]) -> Result<(), Strin
         for i in 1..rel.len() {
             match fs.walk(root_comps.clone(), rel[..i].to_vec(), true, Some(depth)) {
                 Ok((p, None)) => {
-                    fs.insert(&crate::fs::join(&p), FsNode::Directory);
+                    fs.insert(crate::fs::join(&p), FsNode::Directory);
                     parent = p;
                 }
                 Ok((p, Some(FsNode::Directory))) => parent = p,
