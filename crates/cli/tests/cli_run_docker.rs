@@ -533,3 +533,38 @@ fn docker_a_huge_sparse_output_is_skipped_without_reading_it() {
     assert!(!out.join("s").exists(), "the huge file is not copied");
     env.finish();
 }
+
+#[test]
+fn docker_a_name_that_is_not_utf8_is_copied_under_its_exact_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(env) = docker("docker_bytes_names") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o");
+    // The input, exactly.
+    let o = output(env.run(&[
+        "--outputs",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "cd /mnt/session/outputs && echo good > good.txt && echo bad > \"$(printf \"bad-\\377\")\"",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(
+        !stderr(&o).contains("SandboxProtocolInvalid"),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(std::fs::read(out.join("good.txt")).unwrap(), b"good\n");
+    let bad = out.join(std::ffi::OsStr::from_bytes(b"bad-\xff"));
+    assert_eq!(std::fs::read(&bad).unwrap(), b"bad\n", "{}", describe(&o));
+    let mut names: Vec<Vec<u8>> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().as_bytes().to_vec())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec![b"bad-\xff".to_vec(), b"good.txt".to_vec()]);
+    env.finish();
+}

@@ -22,6 +22,7 @@ pub mod error;
 pub mod identity;
 pub mod mismatch;
 pub mod operation;
+pub mod path;
 pub mod provider;
 pub mod sweep;
 pub mod timestamp;
@@ -39,6 +40,7 @@ pub use error::{
 };
 pub use mismatch::{excerpt, show, Mismatch};
 pub use operation::{ConflictActual, Member, Operation, ProcessStep, UnknownOperation, WireType};
+pub use path::SandboxPath;
 pub use provider::*;
 pub use sweep::{CleanupInventory, SweepCandidate};
 pub use timestamp::{Timestamp, TimestampError};

@@ -26,29 +26,31 @@ use crate::types::{
 };
 
 use crate::mismatch::show;
+use serde::Serialize;
 
 /// Why `path` is not an absolute, normalized sandbox path, or `None` when
-/// it is one.
+/// it is one. Paths are bytes ([`crate::SandboxPath`]); text works too.
 ///
 /// Normalized means: starts with `/`, no empty, `.` or `..` component, no
 /// trailing `/` (except the root `/` itself), and no NUL byte.
-pub fn path_problem(path: &str) -> Option<&'static str> {
-    if path.contains('\0') {
+pub fn path_problem(path: impl AsRef<[u8]>) -> Option<&'static str> {
+    let path = path.as_ref();
+    if path.contains(&0) {
         return Some("a path without NUL");
     }
-    if !path.starts_with('/') {
+    if !path.starts_with(b"/") {
         return Some("an absolute path");
     }
-    if path == "/" {
+    if path == b"/" {
         return None;
     }
-    if path.ends_with('/') {
+    if path.ends_with(b"/") {
         return Some("a path without a trailing /");
     }
-    for component in path[1..].split('/') {
+    for component in path[1..].split(|b| *b == b'/') {
         match component {
-            "" => return Some("a path without empty components"),
-            "." | ".." => return Some("a path without . or .. components"),
+            b"" => return Some("a path without empty components"),
+            b"." | b".." => return Some("a path without . or .. components"),
             _ => {}
         }
     }
@@ -56,28 +58,34 @@ pub fn path_problem(path: &str) -> Option<&'static str> {
 }
 
 /// True when `path` is absolute and normalized (see [`path_problem`]).
-pub fn is_normalized_absolute_path(path: &str) -> bool {
+pub fn is_normalized_absolute_path(path: impl AsRef<[u8]>) -> bool {
     path_problem(path).is_none()
 }
 
 /// True when normalized `path` is `root` or lies under it, compared by
 /// whole components (`/data2` is not under `/data`).
-pub fn is_within(path: &str, root: &str) -> bool {
-    if root == "/" {
-        return path.starts_with('/');
+pub fn is_within(path: impl AsRef<[u8]>, root: impl AsRef<[u8]>) -> bool {
+    let (path, root) = (path.as_ref(), root.as_ref());
+    if root == b"/" {
+        return path.starts_with(b"/");
     }
     path == root
         || path
             .strip_prefix(root)
-            .is_some_and(|rest| rest.starts_with('/'))
+            .is_some_and(|rest| rest.starts_with(b"/"))
 }
 
 /// True when either path is the other or lies under it.
-pub fn overlaps(a: &str, b: &str) -> bool {
+pub fn overlaps(a: impl AsRef<[u8]>, b: impl AsRef<[u8]>) -> bool {
+    let (a, b) = (a.as_ref(), b.as_ref());
     is_within(a, b) || is_within(b, a)
 }
 
-fn check_path(out: &mut Vec<Mismatch>, field: &str, path: &str) -> bool {
+fn check_path<P: AsRef<[u8]> + Serialize + ?Sized>(
+    out: &mut Vec<Mismatch>,
+    field: &str,
+    path: &P,
+) -> bool {
     match path_problem(path) {
         Some(expected) => {
             out.push(Mismatch::new(field, expected, show(path)));
@@ -87,8 +95,13 @@ fn check_path(out: &mut Vec<Mismatch>, field: &str, path: &str) -> bool {
     }
 }
 
-fn check_under_root(out: &mut Vec<Mismatch>, field: &str, path: &str, root: &str) {
-    if check_path(out, field, path) && !is_within(path, root) {
+fn check_under_root<P: AsRef<[u8]> + Serialize + ?Sized>(
+    out: &mut Vec<Mismatch>,
+    field: &str,
+    path: &P,
+    root: &str,
+) {
+    if check_path(out, field, path) && !is_within(path.as_ref(), root) {
         out.push(Mismatch::new(
             field,
             format!("a path inside allowed_root {}", show(root)),

@@ -275,7 +275,7 @@ pub(crate) fn read_files_request(members: usize, each: u64) -> ReadFilesRequest 
         allowed_root: "/workspace/project".into(),
         files: (0..members)
             .map(|i| ReadFilesEntry {
-                path: format!("/workspace/project/f{i}"),
+                path: format!("/workspace/project/f{i}").into(),
                 maximum_bytes: each,
             })
             .collect(),

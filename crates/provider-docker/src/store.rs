@@ -261,7 +261,8 @@ pub enum Home {
 pub use checkfu_sandbox_contract::validate::is_within;
 
 /// The deepest mount (or the output tree) containing `path`, with its root.
-pub fn home_of<'a>(request: &'a SandboxProvisionRequest, path: &str) -> Option<(Home, &'a str)> {
+pub fn home_of(request: &SandboxProvisionRequest, path: impl AsRef<[u8]>) -> Option<(Home, &str)> {
+    let path = path.as_ref();
     if is_within(path, OUTPUT_PATH) {
         return Some((Home::Output, OUTPUT_PATH));
     }
@@ -287,10 +288,15 @@ pub fn home_at(request: &SandboxProvisionRequest, root: &str) -> Option<Home> {
 }
 
 /// `path` relative to `root` (`None` when it is not strictly below it or
-/// holds anything but normal components).
-pub fn relative_to(path: &str, root: &str) -> Option<PathBuf> {
-    let rest = path.strip_prefix(root)?.strip_prefix('/')?;
-    let rel = PathBuf::from(rest);
+/// holds anything but normal components). Paths are bytes: a name that is
+/// not UTF-8 stays exactly what it is.
+pub fn relative_to(path: impl AsRef<[u8]>, root: &str) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let rest = path
+        .as_ref()
+        .strip_prefix(root.as_bytes())?
+        .strip_prefix(b"/")?;
+    let rel = PathBuf::from(std::ffi::OsStr::from_bytes(rest));
     let normal =
         rel.components().count() > 0 && rel.components().all(|c| matches!(c, Component::Normal(_)));
     normal.then_some(rel)

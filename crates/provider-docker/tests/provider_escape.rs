@@ -157,7 +157,7 @@ async fn planted_symlinks_never_read_host_bytes() {
         .iter()
         .chain(["/work/inside".to_owned(), format!("{OUTPUT_PATH}/fifo")].iter())
         .map(|p| ReadFilesEntry {
-            path: p.clone(),
+            path: p.clone().into(),
             maximum_bytes: 1 << 20,
         })
         .collect();
@@ -169,7 +169,7 @@ async fn planted_symlinks_never_read_host_bytes() {
                 content_base64,
             } => {
                 assert_eq!(path, "/work/inside");
-                secret.assert_absent(path, &content_base64.0);
+                secret.assert_absent(&path.display(), &content_base64.0);
             }
             ReadFileOutcome::OutsideRoot { .. }
             | ReadFileOutcome::NotFound { .. }
@@ -331,7 +331,7 @@ async fn a_link_swapped_during_reads_never_leaks() {
                             maximum_bytes: 1 << 20,
                         },
                         ReadFilesEntry {
-                            path: format!("/work/swapdir/{secret_name}"),
+                            path: format!("/work/swapdir/{secret_name}").into(),
                             maximum_bytes: 1 << 20,
                         },
                     ],
@@ -344,7 +344,7 @@ async fn a_link_swapped_during_reads_never_leaks() {
                     path,
                 } = o
                 {
-                    secret.assert_absent(&path, &content_base64.0);
+                    secret.assert_absent(&path.display(), &content_base64.0);
                 }
             }
             // A tree changing under the walk may fail the listing closed

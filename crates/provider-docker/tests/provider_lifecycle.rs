@@ -131,7 +131,7 @@ async fn lifecycle_through_the_runtime() {
         "{too}"
     );
     let listing = a.list_dir(&id, "/work", 100).await.unwrap();
-    let paths: Vec<&str> = listing.entries.iter().map(|e| e.path.as_str()).collect();
+    let paths: Vec<String> = listing.entries.iter().map(|e| e.path.display()).collect();
     assert_eq!(paths, ["/work/copy.txt", "/work/seed.txt"], "{listing:?}");
     let before = a.list_project_dir(&id, "/work", 100).await.unwrap();
     let project = a.list_project_dir(&id, "/data", 100).await.unwrap();

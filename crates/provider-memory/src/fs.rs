@@ -70,60 +70,70 @@ pub(crate) enum ReadRefusal {
     NotRegular,
 }
 
+/// A path or one component of it, as bytes: a file name is any bytes but
+/// `/` and NUL, UTF-8 or not.
+pub(crate) type Name = Vec<u8>;
+
+/// A path as text for messages (lossy; never used as a key).
+pub(crate) fn text(path: &[u8]) -> String {
+    String::from_utf8_lossy(path).into_owned()
+}
+
 /// Splits an absolute or relative path into its non-empty components.
-pub(crate) fn split(path: &str) -> Vec<String> {
-    path.split('/')
+pub(crate) fn split(path: impl AsRef<[u8]>) -> Vec<Name> {
+    path.as_ref()
+        .split(|b| *b == b'/')
         .filter(|c| !c.is_empty())
-        .map(str::to_string)
+        .map(<[u8]>::to_vec)
         .collect()
 }
 
 /// Joins components into an absolute path (`/` for none).
-pub(crate) fn join(components: &[String]) -> String {
+pub(crate) fn join(components: &[Name]) -> Name {
     if components.is_empty() {
-        "/".to_string()
+        b"/".to_vec()
     } else {
-        let mut s = String::new();
+        let mut s = Vec::new();
         for c in components {
-            s.push('/');
-            s.push_str(c);
+            s.push(b'/');
+            s.extend_from_slice(c);
         }
         s
     }
 }
 
 /// True when `path` is `root` or below it, comparing whole components.
-pub(crate) fn is_within(path: &str, root: &str) -> bool {
+pub(crate) fn is_within(path: impl AsRef<[u8]>, root: impl AsRef<[u8]>) -> bool {
     let p = split(path);
     let r = split(root);
     p.len() >= r.len() && p[..r.len()] == r[..]
 }
 
 /// The parent of an absolute path (`/` for `/`).
-pub(crate) fn parent(path: &str) -> String {
+pub(crate) fn parent(path: impl AsRef<[u8]>) -> Name {
     let mut c = split(path);
     c.pop();
     join(&c)
 }
 
 /// The last component of a path (empty for `/`).
-pub(crate) fn basename(path: &str) -> String {
+pub(crate) fn basename(path: impl AsRef<[u8]>) -> Name {
     split(path).pop().unwrap_or_default()
 }
 
 /// One instance's tree.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Fs {
-    nodes: BTreeMap<String, FsNode>,
+    nodes: BTreeMap<Name, FsNode>,
     /// Permission bits of regular files that differ from `0o644`.
-    modes: BTreeMap<String, u32>,
+    modes: BTreeMap<Name, u32>,
 }
 
 impl Fs {
     /// A tree holding only `/`.
     pub(crate) fn new() -> Self {
         let mut nodes = BTreeMap::new();
-        nodes.insert("/".to_string(), FsNode::Directory);
+        nodes.insert(b"/".to_vec(), FsNode::Directory);
         Fs {
             nodes,
             modes: BTreeMap::new(),
@@ -132,7 +142,7 @@ impl Fs {
 
     /// The permission bits of the file at a physical path (`0o644` unless
     /// set by [`Fs::set_mode`] since the node was last inserted).
-    pub(crate) fn mode(&self, path: &str) -> u32 {
+    pub(crate) fn mode(&self, path: impl AsRef<[u8]>) -> u32 {
         self.modes
             .get(&join(&split(path)))
             .copied()
@@ -140,7 +150,7 @@ impl Fs {
     }
 
     /// Sets the permission bits of the node at a physical path.
-    pub(crate) fn set_mode(&mut self, path: &str, mode: u32) {
+    pub(crate) fn set_mode(&mut self, path: impl AsRef<[u8]>, mode: u32) {
         let key = join(&split(path));
         if mode == 0o644 {
             self.modes.remove(&key);
@@ -150,17 +160,17 @@ impl Fs {
     }
 
     /// The node at a physical path.
-    pub(crate) fn get(&self, path: &str) -> Option<&FsNode> {
+    pub(crate) fn get(&self, path: impl AsRef<[u8]>) -> Option<&FsNode> {
         self.nodes.get(&join(&split(path)))
     }
 
     /// The node at a physical path, mutably.
-    pub(crate) fn get_mut(&mut self, path: &str) -> Option<&mut FsNode> {
+    pub(crate) fn get_mut(&mut self, path: impl AsRef<[u8]>) -> Option<&mut FsNode> {
         self.nodes.get_mut(&join(&split(path)))
     }
 
     /// Inserts a node at a physical path (the parent must already exist).
-    pub(crate) fn insert(&mut self, path: &str, node: FsNode) {
+    pub(crate) fn insert(&mut self, path: impl AsRef<[u8]>, node: FsNode) {
         let key = join(&split(path));
         self.modes.remove(&key);
         self.nodes.insert(key, node);
@@ -168,7 +178,7 @@ impl Fs {
 
     /// Creates every missing directory of a physical path, replacing
     /// nothing that exists (provider-internal, textual).
-    pub(crate) fn mkdir_all(&mut self, path: &str) {
+    pub(crate) fn mkdir_all(&mut self, path: impl AsRef<[u8]>) {
         let comps = split(path);
         for i in 1..=comps.len() {
             self.nodes
@@ -178,25 +188,25 @@ impl Fs {
     }
 
     /// Removes a node and everything below it.
-    pub(crate) fn remove_tree(&mut self, path: &str) {
+    pub(crate) fn remove_tree(&mut self, path: impl AsRef<[u8]>) {
         let key = join(&split(path));
-        let below: Vec<String> = self.subtree_keys(&key).cloned().collect();
+        let below: Vec<Name> = self.subtree_keys(&key).cloned().collect();
         for k in below {
             self.nodes.remove(&k);
         }
-        if key != "/" {
+        if key != b"/" {
             self.nodes.remove(&key);
         }
     }
 
     /// Keys strictly below a directory, in path order.
-    fn subtree_keys<'a>(&'a self, dir: &str) -> impl Iterator<Item = &'a String> + 'a {
-        let prefix = if dir == "/" {
-            "/".to_string()
+    fn subtree_keys<'a>(&'a self, dir: &[u8]) -> impl Iterator<Item = &'a Name> + 'a {
+        let prefix: Name = if dir == b"/" {
+            b"/".to_vec()
         } else {
-            format!("{dir}/")
+            [dir, b"/"].concat()
         };
-        let dir_key = dir.to_string();
+        let dir_key = dir.to_vec();
         self.nodes
             .range(prefix.clone()..)
             .map(|(k, _)| k)
@@ -205,7 +215,7 @@ impl Fs {
     }
 
     /// Every node strictly below a physical directory, in path order.
-    pub(crate) fn subtree<'a>(&'a self, dir: &str) -> Vec<(&'a String, &'a FsNode)> {
+    pub(crate) fn subtree(&self, dir: impl AsRef<[u8]>) -> Vec<(&Name, &FsNode)> {
         let key = join(&split(dir));
         self.subtree_keys(&key)
             .filter_map(|k| self.nodes.get(k).map(|n| (k, n)))
@@ -213,12 +223,12 @@ impl Fs {
     }
 
     /// The names of a physical directory's children, sorted.
-    pub(crate) fn children(&self, dir: &str) -> Vec<String> {
+    pub(crate) fn children(&self, dir: impl AsRef<[u8]>) -> Vec<Name> {
         let key = join(&split(dir));
         let depth = split(&key).len();
         self.subtree_keys(&key)
             .filter(|k| split(k).len() == depth + 1)
-            .map(|k| basename(k))
+            .map(basename)
             .collect()
     }
 
@@ -234,19 +244,19 @@ impl Fs {
     /// `None` when only the final component is missing.
     pub(crate) fn walk(
         &self,
-        start: Vec<String>,
-        rel: Vec<String>,
+        start: Vec<Name>,
+        rel: Vec<Name>,
         follow_final: bool,
         floor: Option<usize>,
-    ) -> Result<(Vec<String>, Option<&FsNode>), WalkError> {
+    ) -> Result<(Vec<Name>, Option<&FsNode>), WalkError> {
         let mut cur = start;
-        let mut rest: VecDeque<String> = rel.into();
+        let mut rest: VecDeque<Name> = rel.into();
         let mut hops = 0usize;
         while let Some(c) = rest.pop_front() {
-            if c == "." {
+            if c == b"." {
                 continue;
             }
-            if c == ".." {
+            if c == b".." {
                 if let Some(depth) = floor {
                     if cur.len() <= depth {
                         return Err(WalkError::Escape);
@@ -292,14 +302,15 @@ impl Fs {
     /// uncontained.
     pub(crate) fn resolve(
         &self,
-        cwd: &str,
-        path: &str,
+        cwd: impl AsRef<[u8]>,
+        path: impl AsRef<[u8]>,
         follow_final: bool,
-    ) -> Result<(String, Option<&FsNode>), WalkError> {
-        let full = if path.starts_with('/') {
-            path.to_string()
+    ) -> Result<(Name, Option<&FsNode>), WalkError> {
+        let (cwd, path) = (cwd.as_ref(), path.as_ref());
+        let full: Name = if path.starts_with(b"/") {
+            path.to_vec()
         } else {
-            format!("{cwd}/{path}")
+            [cwd, b"/", path].concat()
         };
         let (comps, node) = self.walk(Vec::new(), split(&full), follow_final, None)?;
         Ok((join(&comps), node))
@@ -307,7 +318,7 @@ impl Fs {
 
     /// Checks that `root` is a real directory reached through directories
     /// only (no symlink anywhere on it). Returns its components.
-    pub(crate) fn physical_root(&self, root: &str) -> Result<Vec<String>, ReadRefusal> {
+    pub(crate) fn physical_root(&self, root: impl AsRef<[u8]>) -> Result<Vec<Name>, ReadRefusal> {
         let comps = split(root);
         for i in 0..=comps.len() {
             match self.nodes.get(&join(&comps[..i])) {
@@ -335,10 +346,11 @@ impl Fs {
     /// text is compared and resolution runs from `/`, following links out.
     pub(crate) fn read_contained(
         &self,
-        root: &str,
-        path: &str,
+        root: impl AsRef<[u8]>,
+        path: impl AsRef<[u8]>,
         textual: bool,
     ) -> Result<&Vec<u8>, ReadRefusal> {
+        let (root, path) = (root.as_ref(), path.as_ref());
         if !is_within(path, root) {
             return Err(ReadRefusal::OutsideRoot);
         }
@@ -509,17 +521,17 @@ mod tests {
     fn workload_resolution_follows_everything() {
         let fs = tree();
         let (p, n) = fs.resolve("/", "/data/abs", true).unwrap();
-        assert_eq!(p, "/secret/key");
+        assert_eq!(p, b"/secret/key");
         assert_eq!(n, Some(&FsNode::File(b"outside".to_vec())));
         let (p, _) = fs.resolve("/data/sub", "../rel_out", true).unwrap();
-        assert_eq!(p, "/secret/key");
+        assert_eq!(p, b"/secret/key");
         let (p, n) = fs.resolve("/", "/data/abs", false).unwrap();
-        assert_eq!(p, "/data/abs");
+        assert_eq!(p, b"/data/abs");
         assert!(matches!(n, Some(FsNode::Symlink(_))));
         assert_eq!(fs.resolve("/", "/data/loop_a", true), Err(WalkError::Loop));
         assert_eq!(
             fs.resolve("/", "/../../data/a.txt", true).unwrap().0,
-            "/data/a.txt"
+            b"/data/a.txt"
         );
     }
 
@@ -529,7 +541,7 @@ mod tests {
         fs.mkdir_all("/a/b");
         fs.insert("/a/x", FsNode::File(vec![]));
         fs.mkdir_all("/a-c");
-        assert_eq!(fs.children("/a"), vec!["b".to_string(), "x".to_string()]);
+        assert_eq!(fs.children("/a"), vec![b"b".to_vec(), b"x".to_vec()]);
         assert_eq!(fs.subtree("/a").len(), 2);
         fs.remove_tree("/a");
         assert!(fs.get("/a/b").is_none() && fs.get("/a").is_none());

@@ -14,7 +14,7 @@ use checkfu_sandbox_contract::{
 };
 use sha2::{Digest as _, Sha256};
 
-use crate::fs::{basename, is_within, split, Fs, FsNode, SpecialKind, WalkError};
+use crate::fs::{basename, is_within, split, text, Fs, FsNode, SpecialKind, WalkError};
 
 /// The environment every command starts from; the request's environment
 /// overrides it.
@@ -239,7 +239,7 @@ impl Exec<'_> {
 
     /// The deepest mount owning a physical path (the output tree counts as a
     /// read-write mount).
-    fn owning_access(&self, physical: &str) -> Option<MountAccess> {
+    fn owning_access(&self, physical: &[u8]) -> Option<MountAccess> {
         let mut best: Option<(usize, MountAccess)> = None;
         let output = SandboxMount {
             path: OUTPUT_PATH.to_string(),
@@ -256,7 +256,7 @@ impl Exec<'_> {
         best.map(|(_, a)| a)
     }
 
-    fn writable(&self, physical: &str) -> Result<(), &'static str> {
+    fn writable(&self, physical: &[u8]) -> Result<(), &'static str> {
         if self.sealed && self.owning_access(physical) == Some(MountAccess::ReadOnly) {
             Err("Read-only file system")
         } else {
@@ -266,13 +266,13 @@ impl Exec<'_> {
 
     /// True when removing `physical` would remove a mount point, the output
     /// tree or the control root.
-    fn busy(&self, physical: &str) -> bool {
+    fn busy(&self, physical: &[u8]) -> bool {
         let pinned = self
             .mounts
             .iter()
             .map(|m| m.path.as_str())
             .chain([OUTPUT_PATH, checkfu_sandbox_contract::bounds::CONTROL_ROOT]);
-        physical == "/" || pinned.into_iter().any(|p| is_within(p, physical))
+        physical == b"/" || pinned.into_iter().any(|p| is_within(p, physical))
     }
 
     /// Writes a regular file at `path`, following a final link.
@@ -369,7 +369,7 @@ bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
                 let text = String::from_utf8_lossy(&bytes).into_owned();
                 let (line, body) = text.split_once('\n').unwrap_or((text.as_str(), ""));
                 let interpreter = line.strip_prefix("#!")?.trim();
-                if basename(interpreter.split_whitespace().next().unwrap_or("")) != "sh" {
+                if basename(interpreter.split_whitespace().next().unwrap_or("")) != b"sh" {
                     return Some(
                         self.err(format!("sh: {first}: {interpreter}: not found"))
                             .map(|()| 127),
@@ -398,7 +398,7 @@ bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
             }
         }
         let name = if first.contains('/') {
-            basename(first)
+            text(&basename(first))
         } else {
             first.clone()
         };
@@ -514,7 +514,7 @@ bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
                 }
             };
             let target = if dest_is_dir {
-                format!("{dest}/{}", basename(src))
+                format!("{dest}/{}", text(&basename(src)))
             } else {
                 dest.clone()
             };
@@ -564,8 +564,8 @@ bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
                         self.out(format!("{p}:\n").as_bytes())?;
                     }
                     let names = self.fs.children(&physical);
-                    for n in names.into_iter().filter(|n| all || !n.starts_with('.')) {
-                        self.out(format!("{n}\n").as_bytes())?;
+                    for n in names.into_iter().filter(|n| all || !n.starts_with(b".")) {
+                        self.out(&[n.as_slice(), b"\n"].concat())?;
                     }
                 }
                 Ok((_, Some(_))) => self.out(format!("{p}\n").as_bytes())?,
@@ -876,7 +876,7 @@ bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
             return Ok(1);
         };
         let link = match self.fs.resolve(&self.cwd, link, true) {
-            Ok((_, Some(FsNode::Directory))) => format!("{link}/{}", basename(target)),
+            Ok((_, Some(FsNode::Directory))) => format!("{link}/{}", text(&basename(target))),
             _ => link.clone(),
         };
         let result = match self.fs.resolve(&self.cwd, &link, false) {
@@ -905,7 +905,7 @@ bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
                 let comps = split(&d);
                 let lead = if d.starts_with('/') { "/" } else { "" };
                 (1..=comps.len())
-                    .map(|i| format!("{lead}{}", comps[..i].join("/")))
+                    .map(|i| format!("{lead}{}", text(&comps[..i].join(&b'/'))))
                     .collect()
             } else {
                 vec![d.clone()]

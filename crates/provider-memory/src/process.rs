@@ -133,7 +133,7 @@ impl std::fmt::Debug for Appender {
 /// quoting or expansion), if that is what `request` is.
 pub(crate) fn cat_redirect_target(request: &SandboxProcessRequest) -> Option<String> {
     let args = &request.arguments;
-    if basename(&request.executable) != "sh" || args.len() != 2 || args[0] != "-c" {
+    if basename(&request.executable) != b"sh" || args.len() != 2 || args[0] != "-c" {
         return None;
     }
     let target = args[1]
@@ -150,7 +150,7 @@ pub(crate) fn cat_redirect_target(request: &SandboxProcessRequest) -> Option<Str
 /// statements.
 pub(crate) fn ignored_signals(request: &SandboxProcessRequest) -> Vec<ControlSignal> {
     let args = &request.arguments;
-    if basename(&request.executable) != "sh" || args.len() != 2 || args[0] != "-c" {
+    if basename(&request.executable) != b"sh" || args.len() != 2 || args[0] != "-c" {
         return Vec::new();
     }
     let Some(statements) = parse_script(&args[1]) else {

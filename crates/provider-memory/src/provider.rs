@@ -348,7 +348,7 @@ impl MemoryProvider {
     pub fn plant(&self, instance_id: &str, path: &str, node: FsNode) -> Result<(), SandboxError> {
         let mut st = self.inner.lock();
         let record = st.instance(instance_id)?;
-        record.fs.mkdir_all(&crate::fs::parent(path));
+        record.fs.mkdir_all(crate::fs::parent(path));
         record.fs.insert(path, node);
         Ok(())
     }
@@ -538,7 +538,7 @@ impl MemoryProvider {
             let dir = format!("{PACKAGE_RECORD_ROOT}/{manager}");
             fs.mkdir_all(&dir);
             fs.insert(
-                &format!("{dir}/{}", p.name.replace('/', "%2F")),
+                format!("{dir}/{}", p.name.replace('/', "%2F")),
                 FsNode::File(p.version.clone().into_bytes()),
             );
         }
@@ -587,7 +587,11 @@ impl MemoryProvider {
     }
 }
 
-fn read_refusal(operation: Operation, refusal: ReadRefusal, path: &str) -> SandboxError {
+fn read_refusal(
+    operation: Operation,
+    refusal: ReadRefusal,
+    path: impl std::fmt::Display,
+) -> SandboxError {
     let (reason, what) = match refusal {
         ReadRefusal::OutsideRoot => (FailureReason::OutsideRoot, "resolves outside the root"),
         ReadRefusal::NotFound => (FailureReason::NotFound, "does not exist"),
@@ -599,7 +603,7 @@ fn read_refusal(operation: Operation, refusal: ReadRefusal, path: &str) -> Sandb
 impl Inner {
     /// Appends to the regular file at `physical` in `instance_id`'s tree,
     /// while both exist.
-    fn appender(&self, instance_id: &str, physical: String) -> Appender {
+    fn appender(&self, instance_id: &str, physical: crate::fs::Name) -> Appender {
         let state = Arc::downgrade(&self.state);
         let instance_id = instance_id.to_string();
         Appender(Box::new(move |chunk: &[u8]| {
@@ -988,7 +992,7 @@ impl SandboxProvider for MemoryProvider {
         let size = request.content_base64.len() as u64;
         if size > MAX_FILE_BYTES {
             return Err(SandboxError::SandboxFileTooLarge {
-                path: request.path,
+                path: request.path.display(),
                 limit_bytes: MAX_FILE_BYTES,
                 actual_bytes: size,
             });
@@ -1042,7 +1046,7 @@ impl SandboxProvider for MemoryProvider {
                 .walk(root.clone(), rel[..i].to_vec(), true, Some(depth))
             {
                 Ok((p, None)) => {
-                    record.fs.insert(&crate::fs::join(&p), FsNode::Directory);
+                    record.fs.insert(crate::fs::join(&p), FsNode::Directory);
                     parent = p;
                 }
                 Ok((p, Some(FsNode::Directory))) => parent = p,
@@ -1197,7 +1201,7 @@ impl SandboxProvider for MemoryProvider {
         let size = bytes.len() as u64;
         if size > request.maximum_bytes {
             return Err(SandboxError::SandboxFileTooLarge {
-                path: request.path,
+                path: request.path.display(),
                 limit_bytes: request.maximum_bytes,
                 actual_bytes: size,
             });
@@ -1565,7 +1569,7 @@ impl ListDirMember for Inner {
             .into_iter()
             .filter_map(|(path, node)| match node {
                 FsNode::File(b) => Some(DirEntry {
-                    path: path.clone(),
+                    path: path.clone().into(),
                     size_bytes: b.len() as u64,
                     // A body no member can return is not hashed.
                     sha256: (b.len() as u64 <= MAX_FILE_BYTES).then(|| sha256_digest(b)),
@@ -1604,7 +1608,9 @@ impl ListProjectDirMember for Inner {
                         size_bytes: b.len() as u64,
                         sha256: sha256_digest(b),
                     },
-                    FsNode::Symlink(t) => ProjectEntryKind::Symlink { target: t.clone() },
+                    FsNode::Symlink(t) => ProjectEntryKind::Symlink {
+                        target: t.clone().into(),
+                    },
                     FsNode::Special(_) if drop_special => return None,
                     FsNode::Special(kind) => match kind {
                         SpecialKind::NullDevice | SpecialKind::ZeroDevice | SpecialKind::Device => {
@@ -1617,7 +1623,7 @@ impl ListProjectDirMember for Inner {
                     },
                 };
                 Some(ProjectEntry {
-                    path: path.clone(),
+                    path: path.clone().into(),
                     kind,
                 })
             })
@@ -1808,7 +1814,7 @@ fn stage(fs: &mut Fs, root: &str, files: &[ActiveWriteFile]) -> Result<(), Strin
         for i in 1..rel.len() {
             match fs.walk(root_comps.clone(), rel[..i].to_vec(), true, Some(depth)) {
                 Ok((p, None)) => {
-                    fs.insert(&crate::fs::join(&p), FsNode::Directory);
+                    fs.insert(crate::fs::join(&p), FsNode::Directory);
                     parent = p;
                 }
                 Ok((p, Some(FsNode::Directory))) => parent = p,

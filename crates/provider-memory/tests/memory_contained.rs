@@ -199,7 +199,7 @@ async fn list_dir_lists_regular_files_with_digests() {
         })
         .await
         .unwrap();
-    let paths: Vec<&str> = got.entries.iter().map(|e| e.path.as_str()).collect();
+    let paths: Vec<String> = got.entries.iter().map(|e| e.path.display()).collect();
     assert_eq!(paths, vec!["/data/rw/a.txt", "/data/rw/sub/b.txt"]);
     assert_eq!(got.entries[0].size_bytes, 6);
     let r = run(&p, &id, &["sha256sum", "/data/rw/a.txt"]).await;
@@ -257,7 +257,7 @@ async fn list_project_dir_names_every_leaf() {
         .iter()
         .map(|e| {
             let v = serde_json::to_value(&e.kind).unwrap();
-            (e.path.clone(), v["kind"].as_str().unwrap().to_string())
+            (e.path.display(), v["kind"].as_str().unwrap().to_string())
         })
         .collect();
     let want = [

@@ -155,7 +155,7 @@ async fn observe(p: &MemoryProvider, fault: Fault) -> Value {
                 })
                 .await
                 .unwrap();
-            let paths: Vec<String> = l.entries.into_iter().map(|e| e.path).collect();
+            let paths: Vec<String> = l.entries.into_iter().map(|e| e.path.display()).collect();
             json!({"paths": paths, "complete": l.complete})
         }
         Fault::CleanupIgnoresPin | Fault::CleanupKeepsExpiredPin => {

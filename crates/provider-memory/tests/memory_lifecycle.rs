@@ -63,7 +63,7 @@ async fn script(p: &MemoryProvider) -> Vec<Vec<u8>> {
     let id = h.value.instance_id;
     p.write_file(WriteFileRequest {
         instance_id: id.clone(),
-        path: format!("{RO}/input.txt"),
+        path: format!("{RO}/input.txt").into(),
         content_base64: Bytes(b"hello".to_vec()),
         mode: None,
     })
@@ -153,7 +153,7 @@ async fn read_only_mounts_are_sealed_at_activation() {
     ] {
         p.write_file(WriteFileRequest {
             instance_id: id.clone(),
-            path,
+            path: path.into(),
             content_base64: Bytes(b"staged".to_vec()),
             mode: None,
         })
@@ -198,7 +198,7 @@ async fn read_only_mounts_are_sealed_at_activation() {
     let e = p
         .write_file(WriteFileRequest {
             instance_id: id.clone(),
-            path: format!("{RO}/a.txt"),
+            path: format!("{RO}/a.txt").into(),
             content_base64: Bytes(b"x".to_vec()),
             mode: None,
         })

@@ -350,7 +350,12 @@ impl Adapter {
     /// `path_not_admitted` for a bad path; `SandboxLifecycleConflict{
     /// write_file, expected: provisioning, actual: active}` for a mount path
     /// after activation; the provider's error.
-    pub async fn write_file(&self, instance_id: &str, path: &str, content: Vec<u8>) -> Res<()> {
+    pub async fn write_file(
+        &self,
+        instance_id: &str,
+        path: impl Into<SandboxPath>,
+        content: Vec<u8>,
+    ) -> Res<()> {
         self.write_file_mode(instance_id, path, content, None).await
     }
 
@@ -366,10 +371,11 @@ impl Adapter {
     pub async fn write_file_mode(
         &self,
         instance_id: &str,
-        path: &str,
+        path: impl Into<SandboxPath>,
         content: Vec<u8>,
         mode: Option<u32>,
     ) -> Res<()> {
+        let path = &path.into();
         if let Some(m) = mode.filter(|m| *m > MAX_FILE_MODE) {
             return Err(SandboxError::invalid_request(
                 op::WRITE_FILE,
@@ -405,7 +411,7 @@ impl Adapter {
         }
         if content.len() as u64 > MAX_FILE_BYTES {
             return Err(SandboxError::SandboxFileTooLarge {
-                path: path.to_owned(),
+                path: path.display(),
                 limit_bytes: MAX_FILE_BYTES,
                 actual_bytes: content.len() as u64,
             }
@@ -414,7 +420,7 @@ impl Adapter {
         self.provider()
             .write_file(WriteFileRequest {
                 instance_id: instance_id.to_owned(),
-                path: path.to_owned(),
+                path: path.clone(),
                 content_base64: Bytes(content),
                 mode,
             })
@@ -550,9 +556,10 @@ impl Adapter {
     pub async fn read_file(
         &self,
         instance_id: &str,
-        path: &str,
+        path: impl Into<SandboxPath>,
         maximum_bytes: u64,
     ) -> Res<Vec<u8>> {
+        let path = &path.into();
         let rec = self.admit(op::READ_FILE, instance_id, &[RecordState::Active])?;
         if maximum_bytes > MAX_READ_FILE_BYTES {
             return Err(SandboxError::invalid_request(
@@ -569,13 +576,13 @@ impl Adapter {
             .provider()
             .read_file(ReadFileRequest {
                 instance_id: instance_id.to_owned(),
-                path: path.to_owned(),
+                path: path.clone(),
                 allowed_root: home.allowed_root().to_owned(),
                 maximum_bytes,
             })
             .await
             .map_err(|e| from_provider(op::READ_FILE, e))?;
-        if content.path != path {
+        if content.path != *path {
             return Err(SandboxError::protocol(op::READ_FILE, "path", path, &content.path).into());
         }
         let len = content.content_base64.len() as u64;
@@ -782,7 +789,7 @@ impl Adapter {
             op::LIST_DIR,
             root,
             max_entries,
-            result.entries.iter().map(|e| e.path.as_str()),
+            result.entries.iter().map(|e| &e.path),
         )?;
         // Every file a member can read carries its digest.
         if let Some((i, e)) = result
@@ -842,7 +849,7 @@ impl Adapter {
             op::LIST_PROJECT_DIR,
             root,
             max_entries,
-            result.entries.iter().map(|e| e.path.as_str()),
+            result.entries.iter().map(|e| &e.path),
         )?;
         Ok(result)
     }

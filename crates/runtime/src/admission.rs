@@ -12,7 +12,7 @@ use checkfu_sandbox_contract::{MountAccess, SandboxError, SandboxMount};
 /// True when `path` is absolute and normalized: starts with `/`, no empty,
 /// `.` or `..` components, no NUL, no trailing `/` (except `/` itself).
 /// The contract's rule, shared with the author kit's vectors.
-pub fn is_normalized(path: &str) -> bool {
+pub fn is_normalized(path: impl AsRef<[u8]>) -> bool {
     validate::is_normalized_absolute_path(path)
 }
 
@@ -48,15 +48,17 @@ impl PathHome {
 pub fn home_of(
     operation: Operation,
     field: &str,
-    path: &str,
+    path: impl AsRef<[u8]>,
     mounts: &[SandboxMount],
 ) -> Result<PathHome, SandboxError> {
+    let path = checkfu_sandbox_contract::SandboxPath::from(path.as_ref());
+    let path = &path;
     if !is_normalized(path) {
         return Err(SandboxError::invalid_request(
             operation,
             field,
             "an absolute normalized path (no empty, '.' or '..' components, no NUL, no trailing '/')",
-            format!("{path:?}"),
+            checkfu_sandbox_contract::show(path),
         ));
     }
     if is_within(path, OUTPUT_PATH) {

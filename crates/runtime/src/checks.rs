@@ -6,7 +6,7 @@ use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::validate;
 use checkfu_sandbox_contract::Operation;
 use checkfu_sandbox_contract::{
-    ReadFileOutcome, ReadFilesEntry, SandboxCommand, SandboxError, SandboxFailure,
+    ReadFileOutcome, ReadFilesEntry, SandboxCommand, SandboxError, SandboxFailure, SandboxPath,
     SandboxProcessRequest, SandboxProfile,
 };
 
@@ -98,11 +98,11 @@ pub(crate) fn read_files_result(
     }
     let mut total: u64 = 0;
     for (i, (want, outcome)) in group.iter().zip(got).enumerate() {
-        if outcome.path() != want.path {
+        if *outcome.path() != want.path {
             return protocol(
                 format!("files[{i}].path"),
-                want.path.clone(),
-                outcome.path().to_owned(),
+                want.path.display(),
+                outcome.path().display(),
             );
         }
         if let ReadFileOutcome::TooLarge { size_bytes, .. } = outcome {
@@ -143,7 +143,7 @@ pub(crate) fn listing<'a>(
     operation: Operation,
     root: &str,
     max_entries: u32,
-    paths: impl Iterator<Item = &'a str>,
+    paths: impl Iterator<Item = &'a SandboxPath>,
 ) -> Res<()> {
     let mut seen = std::collections::BTreeSet::new();
     let mut count: u64 = 0;

@@ -8,7 +8,7 @@ use checkfu_sandbox_contract::op;
 use checkfu_sandbox_contract::Operation;
 use std::path::{Path, PathBuf};
 
-use checkfu_sandbox_contract::{Digest, FailureReason, SandboxError, SandboxFailure};
+use checkfu_sandbox_contract::{Digest, FailureReason, SandboxError, SandboxFailure, SandboxPath};
 use sha2::{Digest as _, Sha256};
 
 use crate::admission::is_normalized;
@@ -18,8 +18,9 @@ use crate::Adapter;
 /// One file pushed into the instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StagedFile {
-    /// The path in the sandbox.
-    pub path: String,
+    /// The path in the sandbox, as bytes (a host file name that is not
+    /// UTF-8 is staged under exactly that name).
+    pub path: SandboxPath,
     /// Its size in bytes.
     pub size_bytes: u64,
     /// SHA-256 of the bytes written.
@@ -54,11 +55,11 @@ fn stage_error(
     SandboxError::failed(operation, reason, message).into()
 }
 
-fn join_sandbox(mount_path: &str, rel: &str) -> String {
+fn join_sandbox(mount_path: &str, rel: &[u8]) -> SandboxPath {
     if rel.is_empty() {
-        mount_path.to_owned()
+        SandboxPath::from(mount_path)
     } else {
-        format!("{mount_path}/{rel}")
+        SandboxPath::join(mount_path, rel)
     }
 }
 
@@ -104,7 +105,7 @@ pub async fn stage_git(
         .into_iter()
         .map(|b| {
             let bits = b.mode.octal() & 0o777;
-            (b.path, b.bytes, Some(b.mode), bits)
+            (b.path.into_bytes(), b.bytes, Some(b.mode), bits)
         })
         .collect();
     push(adapter, instance_id, mount_path, files, progress).await
@@ -114,8 +115,8 @@ pub async fn stage_git(
 /// permission bits (`st_mode & 0o777`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FolderFile {
-    /// Relative path, `/`-separated, UTF-8.
-    pub path: String,
+    /// Relative path, `/`-separated, as bytes (a name need not be UTF-8).
+    pub path: Vec<u8>,
     /// The content.
     pub bytes: Vec<u8>,
     /// The host file's permission bits (`0o000..=0o777`).
@@ -156,15 +157,9 @@ pub fn read_folder(dir: &Path) -> Result<Vec<FolderFile>, SandboxFailure> {
                     .permissions()
                     .mode()
                     & 0o777;
-                let name = child_rel.to_str().ok_or_else(|| {
-                    stage_error(
-                        OP,
-                        FailureReason::InvalidRequest,
-                        format!("{}: not UTF-8", child_rel.display()),
-                    )
-                })?;
+                use std::os::unix::ffi::OsStrExt as _;
                 out.push(FolderFile {
-                    path: name.to_owned(),
+                    path: child_rel.as_os_str().as_bytes().to_vec(),
                     bytes,
                     mode,
                 });
@@ -212,11 +207,15 @@ pub async fn stage_folder(
     push(adapter, instance_id, mount_path, files, progress).await
 }
 
+/// One file to stage: its path below the mount (bytes), its content, its
+/// Git mode when from Git, and its permission bits.
+type ToStage = (Vec<u8>, Vec<u8>, Option<GitMode>, u32);
+
 async fn push(
     adapter: &Adapter,
     instance_id: &str,
     mount_path: &str,
-    files: Vec<(String, Vec<u8>, Option<GitMode>, u32)>,
+    files: Vec<ToStage>,
     progress: &(dyn Fn(StageProgress) + Send + Sync),
 ) -> Result<Vec<StagedFile>, SandboxFailure> {
     let total = files.len();
@@ -228,14 +227,14 @@ async fn push(
                 op::WRITE_FILE,
                 "path",
                 "an absolute normalized path",
-                path,
+                checkfu_sandbox_contract::show(&path),
             )
             .into());
         }
         let sha256 = sha256_digest(&bytes);
         let size_bytes = bytes.len() as u64;
         adapter
-            .write_file_mode(instance_id, &path, bytes, Some(mode))
+            .write_file_mode(instance_id, path.clone(), bytes, Some(mode))
             .await?;
         staged.push(StagedFile {
             path,

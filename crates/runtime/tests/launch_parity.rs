@@ -358,7 +358,10 @@ async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head
     let staged = stage_folder(adapter, &id, folder, "/src", &none)
         .await
         .expect("stage folder");
-    let modes: BTreeMap<&str, u32> = staged.iter().map(|f| (f.path.as_str(), f.mode)).collect();
+    let modes: BTreeMap<&str, u32> = staged
+        .iter()
+        .map(|f| (f.path.to_str().expect("UTF-8 test names"), f.mode))
+        .collect();
     assert_eq!(modes["/src/run.sh"], 0o755, "{name}");
     assert_eq!(modes["/src/deep/er/tool.sh"], 0o700, "{name}");
     stage_git(adapter, &id, repo, head, "", "/git", &none)

@@ -170,7 +170,7 @@ async fn read_file_without_physical_containment_fails_closed_before_the_call() {
         .read_files(
             &i.instance_id,
             vec![ReadFilesEntry {
-                path: format!("{OUT}/x"),
+                path: format!("{OUT}/x").into(),
                 maximum_bytes: 10,
             }],
         )

@@ -217,7 +217,7 @@ async fn reads_carry_the_root_derived_from_the_instances_mounts() {
         .provider
         .read_file_requests()
         .into_iter()
-        .map(|r| (r.path, r.allowed_root))
+        .map(|r| (r.path.display(), r.allowed_root))
         .collect();
     let want: Vec<(String, String)> = cases
         .iter()

@@ -325,7 +325,7 @@ async fn read_files_spanning_three_roots_is_three_calls_each_with_its_own_budget
         .map(|r| {
             (
                 r.allowed_root,
-                r.files.into_iter().map(|f| f.path).collect(),
+                r.files.into_iter().map(|f| f.path.display()).collect(),
                 r.aggregate_maximum_bytes,
             )
         })

@@ -23,7 +23,7 @@ async fn refused(a: &Adapter, operation: Operation, id: &str) -> SandboxFailure 
             .read_files(
                 id,
                 vec![ReadFilesEntry {
-                    path: out,
+                    path: out.into(),
                     maximum_bytes: 10,
                 }],
             )

@@ -204,7 +204,7 @@ async fn read_files_broken(mutate: fn(&mut ReadFilesResult)) -> SandboxFailure {
     let files = ["a", "b", "c"]
         .iter()
         .map(|p| ReadFilesEntry {
-            path: format!("{OUT}/{p}"),
+            path: format!("{OUT}/{p}").into(),
             maximum_bytes: 2,
         })
         .collect();

@@ -20,7 +20,7 @@ use checkfu_sandbox_contract::bounds::{
     OUTPUT_PATH,
 };
 use checkfu_sandbox_contract::{
-    Digest, DirEntry, ReadFileOutcome, ReadFilesEntry, SandboxError, SandboxFailure,
+    Digest, DirEntry, ReadFileOutcome, ReadFilesEntry, SandboxError, SandboxFailure, SandboxPath,
 };
 use checkfu_sandbox_runtime::staging::sha256_digest;
 use checkfu_sandbox_runtime::Adapter;
@@ -35,8 +35,8 @@ pub const OUTPUT_LIST_ENTRIES: u32 = MAX_LIST_ENTRIES;
 /// one readFiles member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
-    /// The path in the sandbox.
-    pub path: String,
+    /// The path in the sandbox (bytes; `Display` escapes what is not UTF-8).
+    pub path: SandboxPath,
     /// Its size in bytes, as listed.
     pub size_bytes: u64,
 }
@@ -46,8 +46,8 @@ pub struct Skipped {
 /// removed it): the workload's behaviour, not the provider's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Changed {
-    /// The path in the sandbox.
-    pub path: String,
+    /// The path in the sandbox (bytes; `Display` escapes what is not UTF-8).
+    pub path: SandboxPath,
     /// What was found, e.g. `content differs from the listing`.
     pub what: String,
     /// True when the bytes as read were copied; false when the file was
@@ -63,8 +63,9 @@ pub struct CopyReport {
     /// Files over [`MAX_READ_FILE_BYTES`], not copied.
     pub skipped: Vec<Skipped>,
     /// Files read but not written into the host folder: (path in the
-    /// sandbox, why). The copy goes on with the other files.
-    pub unwritten: Vec<(String, String)>,
+    /// sandbox, why), e.g. a name the host folder cannot hold. The copy
+    /// goes on with the other files.
+    pub unwritten: Vec<(SandboxPath, String)>,
     /// Files that changed while they were copied (see [`Changed`]).
     pub changed: Vec<Changed>,
     /// Set when the copy's deadline passed: what it says was not copied
@@ -133,7 +134,7 @@ pub async fn copy_outputs(
             })
         }
     };
-    let mut wanted: Vec<(Vec<String>, DirEntry)> = Vec::with_capacity(listing.entries.len());
+    let mut wanted: Vec<(Vec<Vec<u8>>, DirEntry)> = Vec::with_capacity(listing.entries.len());
     let mut report = CopyReport::default();
     for entry in listing.entries {
         let components = relative_components(&entry.path)?;
@@ -209,7 +210,7 @@ pub async fn copy_outputs(
                 match write_beneath(&root, &components, &bytes) {
                     Ok(()) => copied += 1,
                     Err(e) => unwritten.push((
-                        format!("{OUTPUT_PATH}/{}", components.join("/")),
+                        SandboxPath::join(OUTPUT_PATH, &components.join(&b'/')),
                         e.to_string(),
                     )),
                 }
@@ -342,8 +343,8 @@ pub fn read_groups(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
 }
 
 /// The components of `path` below the output tree: each a plain name (not
-/// empty, `.` or `..`).
-fn relative_components(path: &str) -> Result<Vec<String>, SandboxFailure> {
+/// empty, `.` or `..`), as bytes: a name that is not UTF-8 is kept exactly.
+fn relative_components(path: &SandboxPath) -> Result<Vec<Vec<u8>>, SandboxFailure> {
     let refuse = || -> SandboxFailure {
         SandboxError::protocol(
             Operation::CopyOutputs,
@@ -353,14 +354,11 @@ fn relative_components(path: &str) -> Result<Vec<String>, SandboxFailure> {
         )
         .into()
     };
-    let rest = path
-        .strip_prefix(OUTPUT_PATH)
-        .and_then(|r| r.strip_prefix('/'))
-        .ok_or_else(refuse)?;
-    let parts: Vec<String> = rest.split('/').map(str::to_owned).collect();
+    let rest = path.relative_to(OUTPUT_PATH).ok_or_else(refuse)?;
+    let parts: Vec<Vec<u8>> = rest.split(|b| *b == b'/').map(<[u8]>::to_vec).collect();
     if parts
         .iter()
-        .any(|p| p.is_empty() || p == "." || p == ".." || p.contains('\0'))
+        .any(|p| p.is_empty() || p == b"." || p == b".." || p.contains(&0))
     {
         return Err(refuse());
     }
@@ -371,10 +369,14 @@ fn relative_components(path: &str) -> Result<Vec<String>, SandboxFailure> {
 /// following no symlink ([`checkfu_sandbox_contained::overwrite_beneath`]).
 fn write_beneath(
     root: &OwnedFd,
-    components: &[String],
+    components: &[Vec<u8>],
     bytes: &[u8],
 ) -> Result<(), checkfu_sandbox_contained::ContainedError> {
-    let rel: std::path::PathBuf = components.iter().collect();
+    use std::os::unix::ffi::OsStrExt;
+    let rel: std::path::PathBuf = components
+        .iter()
+        .map(|c| std::ffi::OsStr::from_bytes(c))
+        .collect();
     checkfu_sandbox_contained::overwrite_beneath(root.as_fd(), &rel, bytes)
 }
 
@@ -451,8 +453,15 @@ mod tests {
     #[test]
     fn only_plain_names_below_the_output_tree() {
         assert_eq!(
-            relative_components("/mnt/session/outputs/a/b").unwrap(),
-            vec!["a", "b"]
+            relative_components(&"/mnt/session/outputs/a/b".into()).unwrap(),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
+        assert_eq!(
+            relative_components(&SandboxPath::from_bytes(
+                b"/mnt/session/outputs/d/bad-\xff".to_vec()
+            ))
+            .unwrap(),
+            vec![b"d".to_vec(), b"bad-\xff".to_vec()]
         );
         for bad in [
             "/mnt/session/outputs",
@@ -461,7 +470,7 @@ mod tests {
             "/mnt/session/outputs//y",
             "/etc/passwd",
         ] {
-            assert!(relative_components(bad).is_err(), "{bad}");
+            assert!(relative_components(&bad.into()).is_err(), "{bad}");
         }
     }
 
@@ -489,5 +498,25 @@ mod tests {
         assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
         write_beneath(&root, &["d".into(), "e".into()], b"ok").unwrap();
         assert_eq!(std::fs::read(dest.path().join("d/e")).unwrap(), b"ok");
+    }
+
+    #[test]
+    fn names_are_written_as_bytes_and_a_name_the_host_cannot_hold_fails_alone() {
+        let dest = tempfile::tempdir().unwrap();
+        let root = rustix::fs::open(
+            dest.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        write_beneath(&root, &[b"bad-\xff".to_vec()], b"bad\n").unwrap();
+        use std::os::unix::ffi::OsStrExt;
+        let bad = dest.path().join(std::ffi::OsStr::from_bytes(b"bad-\xff"));
+        assert_eq!(std::fs::read(bad).unwrap(), b"bad\n");
+        // Longer than a host file name can be (255 bytes): this file fails,
+        // the next one is still written.
+        assert!(write_beneath(&root, &[vec![b'n'; 300]], b"x").is_err());
+        write_beneath(&root, &[b"after".to_vec()], b"ok").unwrap();
+        assert_eq!(std::fs::read(dest.path().join("after")).unwrap(), b"ok");
     }
 }

@@ -150,7 +150,7 @@ pub(super) async fn run(ctx: &Ctx) -> Step<()> {
 
     let batch = vec![
         ReadFilesEntry {
-            path: output("copy.txt"),
+            path: output("copy.txt").into(),
             maximum_bytes: 1 << 20,
         },
         ReadFilesEntry {
@@ -158,7 +158,7 @@ pub(super) async fn run(ctx: &Ctx) -> Step<()> {
             maximum_bytes: 4,
         },
         ReadFilesEntry {
-            path: output("abs-escape"),
+            path: output("abs-escape").into(),
             maximum_bytes: 1 << 20,
         },
         ReadFilesEntry {
@@ -166,11 +166,11 @@ pub(super) async fn run(ctx: &Ctx) -> Step<()> {
             maximum_bytes: 1 << 20,
         },
         ReadFilesEntry {
-            path: output("note.txt"),
+            path: output("note.txt").into(),
             maximum_bytes: 1 << 20,
         },
         ReadFilesEntry {
-            path: output("absent.txt"),
+            path: output("absent.txt").into(),
             maximum_bytes: 16,
         },
     ];
@@ -181,7 +181,7 @@ pub(super) async fn run(ctx: &Ctx) -> Step<()> {
     .await?;
     let expected = [
         ReadFileOutcome::Read {
-            path: output("copy.txt"),
+            path: output("copy.txt").into(),
             content_base64: data.clone().into(),
         },
         ReadFileOutcome::TooLarge {
@@ -189,18 +189,18 @@ pub(super) async fn run(ctx: &Ctx) -> Step<()> {
             size_bytes: data.len() as u64,
         },
         ReadFileOutcome::OutsideRoot {
-            path: output("abs-escape"),
+            path: output("abs-escape").into(),
         },
         ReadFileOutcome::Read {
             path: "/data/input.txt".into(),
             content_base64: data.clone().into(),
         },
         ReadFileOutcome::Read {
-            path: output("note.txt"),
+            path: output("note.txt").into(),
             content_base64: b"note".to_vec().into(),
         },
         ReadFileOutcome::NotFound {
-            path: output("absent.txt"),
+            path: output("absent.txt").into(),
         },
     ];
     ensure(outcomes == expected, "readFiles across two roots", || {

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bytes::Bytes;
 use crate::digest::Digest;
+use crate::path::SandboxPath;
 
 /// writeFile: bytes at an admitted path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -13,8 +14,9 @@ use crate::digest::Digest;
 pub struct WriteFileRequest {
     /// The instance.
     pub instance_id: String,
-    /// Absolute normalized path under a declared mount or the output tree.
-    pub path: String,
+    /// Absolute normalized path under a declared mount or the output tree,
+    /// as bytes (a string, or `{"bytes_base64": ...}` when not UTF-8).
+    pub path: SandboxPath,
     /// Content, at most 16 MiB.
     pub content_base64: Bytes,
     /// Permission bits of the file written (`0o000..=0o777`, a JSON
@@ -49,7 +51,7 @@ pub struct ReadFileRequest {
     /// The instance, in `active`.
     pub instance_id: String,
     /// Absolute normalized path under `allowed_root`.
-    pub path: String,
+    pub path: SandboxPath,
     /// The mount root or output tree the read must stay inside.
     pub allowed_root: String,
     /// Most bytes to return, at most 16 MiB.
@@ -63,7 +65,7 @@ pub struct ReadFileRequest {
 #[serde(deny_unknown_fields)]
 pub struct SandboxFileContent {
     /// The path read (echo of the request).
-    pub path: String,
+    pub path: SandboxPath,
     /// The whole content, at most `maximum_bytes`.
     pub content_base64: Bytes,
 }
@@ -74,7 +76,7 @@ pub struct SandboxFileContent {
 #[serde(deny_unknown_fields)]
 pub struct ReadFilesEntry {
     /// Absolute normalized path under the group's `allowed_root`.
-    pub path: String,
+    pub path: SandboxPath,
     /// Most bytes for this file, at most 16 MiB.
     #[cfg_attr(feature = "schema", schemars(range(max = 16_777_216)))]
     pub maximum_bytes: u64,
@@ -105,37 +107,37 @@ pub enum ReadFileOutcome {
     /// The content.
     Read {
         /// Echo of the member's path.
-        path: String,
+        path: SandboxPath,
         /// At most the member's `maximum_bytes`.
         content_base64: Bytes,
     },
     /// No such file.
     NotFound {
         /// Echo of the member's path.
-        path: String,
+        path: SandboxPath,
     },
     /// Over the member's `maximum_bytes`.
     TooLarge {
         /// Echo of the member's path.
-        path: String,
+        path: SandboxPath,
         /// The file's size in bytes.
         size_bytes: u64,
     },
     /// Resolution left the root.
     OutsideRoot {
         /// Echo of the member's path.
-        path: String,
+        path: SandboxPath,
     },
     /// Not a regular file.
     NotRegularFile {
         /// Echo of the member's path.
-        path: String,
+        path: SandboxPath,
     },
 }
 
 impl ReadFileOutcome {
     /// The member path this outcome answers.
-    pub fn path(&self) -> &str {
+    pub fn path(&self) -> &SandboxPath {
         match self {
             ReadFileOutcome::Read { path, .. }
             | ReadFileOutcome::NotFound { path }
@@ -174,8 +176,9 @@ pub struct ListDirRequest {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DirEntry {
-    /// Absolute path under the root.
-    pub path: String,
+    /// Absolute path under the root, as bytes (a string, or
+    /// `{"bytes_base64": ...}` when not UTF-8): exactly the file's name.
+    pub path: SandboxPath,
     /// Size in bytes.
     pub size_bytes: u64,
     /// SHA-256 of the content. Present for every file of at most 16 MiB;
@@ -224,7 +227,7 @@ pub enum ProjectEntryKind {
     /// A symbolic link (never followed).
     Symlink {
         /// The link text.
-        target: String,
+        target: SandboxPath,
     },
     /// A Git submodule (gitlink).
     Submodule,
@@ -250,7 +253,7 @@ pub enum ProjectEntryKind {
 #[serde(from = "ProjectEntryWire")]
 pub struct ProjectEntry {
     /// Absolute path under the root.
-    pub path: String,
+    pub path: SandboxPath,
     /// What it is.
     #[serde(flatten)]
     pub kind: ProjectEntryKind,
@@ -266,7 +269,7 @@ pub enum ProjectEntryWire {
     /// A regular file.
     Regular {
         /// Absolute path under the root.
-        path: String,
+        path: SandboxPath,
         /// Size in bytes.
         size_bytes: u64,
         /// SHA-256 of the content.
@@ -275,34 +278,34 @@ pub enum ProjectEntryWire {
     /// A symbolic link (never followed).
     Symlink {
         /// Absolute path under the root.
-        path: String,
+        path: SandboxPath,
         /// The link text.
-        target: String,
+        target: SandboxPath,
     },
     /// A Git submodule (gitlink).
     Submodule {
         /// Absolute path under the root.
-        path: String,
+        path: SandboxPath,
     },
     /// A character or block device.
     Device {
         /// Absolute path under the root.
-        path: String,
+        path: SandboxPath,
     },
     /// A socket.
     Socket {
         /// Absolute path under the root.
-        path: String,
+        path: SandboxPath,
     },
     /// A named pipe.
     Fifo {
         /// Absolute path under the root.
-        path: String,
+        path: SandboxPath,
     },
     /// Anything else.
     Other {
         /// Absolute path under the root.
-        path: String,
+        path: SandboxPath,
     },
 }
 

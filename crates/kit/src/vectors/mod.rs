@@ -8,6 +8,7 @@ mod envelope;
 mod instance;
 mod mounts;
 mod other_requests;
+mod paths;
 mod process;
 mod reads;
 mod snapshot;
@@ -324,6 +325,7 @@ pub(crate) fn all() -> Vec<Vector> {
     validate_reads(&mut v);
     validate_other(&mut v);
     validate_mounts(&mut v);
+    paths::byte_paths(&mut v);
     v.0
 }
 

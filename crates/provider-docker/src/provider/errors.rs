@@ -25,7 +25,11 @@ pub(super) fn daemon_error(operation: Operation, e: &DaemonError) -> SandboxErro
     provider_error(operation, chain(e))
 }
 
-pub(super) fn contained_error(operation: Operation, path: &str, e: ContainedError) -> SandboxError {
+pub(super) fn contained_error(
+    operation: Operation,
+    path: impl std::fmt::Display,
+    e: ContainedError,
+) -> SandboxError {
     let reason = match &e {
         ContainedError::OutsideRoot { .. } => FailureReason::OutsideRoot,
         ContainedError::NotFound { .. } => FailureReason::NotFound,

@@ -127,8 +127,10 @@ pub(super) fn too_many(operation: Operation, found: Option<usize>, max: u32) -> 
     )
 }
 
-pub(super) fn join(root: &str, rel: &Path) -> String {
-    format!("{root}/{}", rel.to_string_lossy())
+/// `root/rel`, byte-exact (a name that is not UTF-8 is kept as it is).
+pub(super) fn join(root: &str, rel: &Path) -> SandboxPath {
+    use std::os::unix::ffi::OsStrExt;
+    SandboxPath::join(root, rel.as_os_str().as_bytes())
 }
 
 #[async_trait]
@@ -241,7 +243,7 @@ impl ListProjectDirMember for DockerProvider {
                     // Not reached: this listing hashes every file.
                     LeafKind::RegularFile { sha256: None, .. } => ProjectEntryKind::Other,
                     LeafKind::Symlink { target } => ProjectEntryKind::Symlink {
-                        target: target.to_string_lossy().into_owned(),
+                        target: SandboxPath::from(target.as_path()),
                     },
                     // An empty directory holds no file: not a leaf here.
                     LeafKind::EmptyDirectory => return None,
@@ -298,7 +300,7 @@ impl Inner {
                 content_base64: Bytes(content),
             }),
             Err(ReadFailure::TooLarge { size_bytes }) => Err(SandboxError::SandboxFileTooLarge {
-                path,
+                path: path.display(),
                 limit_bytes: max,
                 actual_bytes: size_bytes,
             }),

@@ -79,7 +79,7 @@ impl SandboxProvider for DockerProvider {
         let rec = inner.load_instance(OP, &request.instance_id)?;
         if request.content_base64.len() as u64 > MAX_FILE_BYTES {
             return Err(SandboxError::SandboxFileTooLarge {
-                path: request.path.clone(),
+                path: request.path.display(),
                 limit_bytes: MAX_FILE_BYTES,
                 actual_bytes: request.content_base64.len() as u64,
             });

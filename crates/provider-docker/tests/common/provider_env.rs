@@ -121,7 +121,7 @@ impl ProviderEnv {
         let inst = self.adapter.provision(request).await.expect("provision");
         for (path, content) in files {
             self.adapter
-                .write_file(&inst.instance_id, path, content.to_vec())
+                .write_file(&inst.instance_id, *path, content.to_vec())
                 .await
                 .expect("write_file");
         }

@@ -108,7 +108,7 @@ pub async fn active_with(
     for (path, bytes) in files {
         p.write_file(WriteFileRequest {
             instance_id: id.clone(),
-            path: path.to_string(),
+            path: path.to_string().into(),
             content_base64: Bytes(bytes.to_vec()),
             mode: None,
         })

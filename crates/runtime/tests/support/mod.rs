@@ -724,7 +724,7 @@ impl SandboxProvider for Scripted {
         }
         self.put_file(
             &request.instance_id,
-            &request.path,
+            &request.path.display(),
             request.content_base64.as_slice(),
         );
         Ok(())
@@ -805,7 +805,7 @@ impl SandboxProvider for Scripted {
         self.require(op::READ_FILE, &request.instance_id, InstanceState::Active)?;
         let outcome = self.read_one(
             &request.instance_id,
-            &request.path,
+            &request.path.display(),
             &request.allowed_root,
             request.maximum_bytes,
         );
@@ -840,7 +840,7 @@ impl SandboxProvider for Scripted {
             }
             ReadFileOutcome::TooLarge { path, size_bytes } => {
                 return Err(SandboxError::SandboxFileTooLarge {
-                    path,
+                    path: path.display(),
                     limit_bytes: request.maximum_bytes,
                     actual_bytes: size_bytes,
                 })
@@ -1087,7 +1087,7 @@ impl ReadFilesMember for Scripted {
                 .map(|f| {
                     self.read_one(
                         &request.instance_id,
-                        &f.path,
+                        &f.path.display(),
                         &request.allowed_root,
                         f.maximum_bytes,
                     )
@@ -1117,7 +1117,7 @@ impl ListDirMember for Scripted {
                 .into_iter()
                 .take(request.max_entries as usize)
                 .map(|(path, c)| DirEntry {
-                    path,
+                    path: path.into(),
                     size_bytes: c.len() as u64,
                     sha256: Some(sha256(&c)),
                 })
@@ -1148,7 +1148,7 @@ impl ListProjectDirMember for Scripted {
                 .into_iter()
                 .take(request.max_entries as usize)
                 .map(|(path, c)| ProjectEntry {
-                    path,
+                    path: path.into(),
                     kind: ProjectEntryKind::Regular {
                         size_bytes: c.len() as u64,
                         sha256: sha256(&c),
