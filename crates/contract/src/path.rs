@@ -1,4 +1,4 @@
-//! File paths as the kernel knows them: bytes (decision 0XX-bytes-paths).
+//! File paths as the kernel knows them: bytes (decision 021).
 //!
 //! A Linux file name is any sequence of bytes without `/` and NUL; a
 //! workload can create one that is not UTF-8 (`printf 'bad-\377'`). Every

@@ -1,4 +1,4 @@
-//! File names are bytes (decision 0XX-bytes-paths): a name that is not
+//! File names are bytes (decision 021): a name that is not
 //! UTF-8 is written, listed, read (one and batch), kept by a snapshot and
 //! resumed exactly, and its wire form decodes back to the same bytes.
 

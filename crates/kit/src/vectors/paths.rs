@@ -1,4 +1,4 @@
-//! Paths as bytes (decision 0XX-bytes-paths): a path that is not UTF-8
+//! Paths as bytes (decision 021): a path that is not UTF-8
 //! travels as `{"bytes_base64": ...}`; the object form of valid UTF-8, bad
 //! base64 and extra members are refused; the byte form is admitted by the
 //! same path rules as text.
