@@ -479,6 +479,36 @@ pub enum ConflictActual {
     OpenProcessUnsupported,
     /// The provider has no cleanupInventory member.
     CleanupInventoryUnsupported,
+    /// An activate of the same instance is in flight (one lifecycle call at
+    /// a time per instance, decision 0XX-rules-one-lifecycle-call).
+    ActivateInFlight,
+    /// A snapshot of the same instance is in flight.
+    SnapshotInFlight,
+    /// A release of the same instance is in flight.
+    ReleaseInFlight,
+    /// A destroy of the same instance is in flight.
+    DestroyInFlight,
+    /// A resume of the same snapshot is in flight.
+    ResumeInFlight,
+    /// A beginActiveWrite on the same instance is in flight.
+    BeginActiveWriteInFlight,
+}
+
+impl ConflictActual {
+    /// The `*_in_flight` value naming a lifecycle `member` in flight, for
+    /// the six members the runtime serializes (activate, snapshot,
+    /// release, destroy, resume, beginActiveWrite); `None` for any other.
+    pub fn in_flight(member: Member) -> Option<ConflictActual> {
+        Some(match member {
+            Member::Activate => ConflictActual::ActivateInFlight,
+            Member::Snapshot => ConflictActual::SnapshotInFlight,
+            Member::Release => ConflictActual::ReleaseInFlight,
+            Member::Destroy => ConflictActual::DestroyInFlight,
+            Member::Resume => ConflictActual::ResumeInFlight,
+            Member::BeginActiveWrite => ConflictActual::BeginActiveWriteInFlight,
+            _ => return None,
+        })
+    }
 }
 
 impl From<crate::types::InstanceState> for ConflictActual {

@@ -37,8 +37,10 @@ pub(crate) fn from_provider(operation: Operation, e: SandboxError) -> SandboxErr
     }
 }
 
-/// The first violation in `found`, as `invalid_request` under `operation`.
-fn first_refusal(operation: Operation, found: Vec<Mismatch>) -> Res<()> {
+/// The first violation in `found`, as `invalid_request` under `operation`:
+/// the last gate before a request reaches the provider, so the runtime
+/// refuses every request the author kit's `validate:` vectors refuse.
+pub(crate) fn first_refusal(operation: Operation, found: Vec<Mismatch>) -> Res<()> {
     match found.into_iter().next() {
         None => Ok(()),
         Some(m) => Err(validate::invalid_request(operation, m).into()),
