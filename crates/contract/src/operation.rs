@@ -473,8 +473,6 @@ pub enum ConflictActual {
     ListProjectDirUnsupported,
     /// The envelope declares `active_mount_write: false`.
     ActiveMountWriteUnsupported,
-    /// The provider has no readFiles member.
-    ReadFilesUnsupported,
     /// The provider has no openProcess member.
     OpenProcessUnsupported,
     /// The provider has no cleanupInventory member.
@@ -639,5 +637,28 @@ mod tests {
             assert_eq!(serde_json::from_str::<ConflictActual>(&json).unwrap(), a);
         }
         assert!(serde_json::from_str::<ConflictActual>("\"sleeping\"").is_err());
+        // Removed: no producer (decision 0XX-rules-closed-values-without-producer).
+        assert!(serde_json::from_str::<ConflictActual>("\"read_files_unsupported\"").is_err());
+        assert!(serde_json::from_str::<crate::FailureReason>("\"interrupted\"").is_err());
+    }
+
+    #[test]
+    fn each_serialized_member_has_its_in_flight_value() {
+        let serialized = [
+            (Member::Activate, "activate_in_flight"),
+            (Member::Snapshot, "snapshot_in_flight"),
+            (Member::Release, "release_in_flight"),
+            (Member::Destroy, "destroy_in_flight"),
+            (Member::Resume, "resume_in_flight"),
+            (Member::BeginActiveWrite, "begin_active_write_in_flight"),
+        ];
+        for m in Member::iter() {
+            let want = serialized.iter().find(|(s, _)| *s == m).map(|(_, w)| *w);
+            assert_eq!(
+                ConflictActual::in_flight(m).map(|a| a.as_str()),
+                want,
+                "{m}"
+            );
+        }
     }
 }
