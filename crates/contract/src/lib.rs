@@ -23,6 +23,7 @@ pub mod identity;
 pub mod mismatch;
 pub mod operation;
 pub mod provider;
+pub mod results;
 pub mod sweep;
 pub mod timestamp;
 pub mod types;

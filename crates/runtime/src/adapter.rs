@@ -10,6 +10,7 @@ use checkfu_sandbox_contract::identity::{
     check_clone, check_instance, check_process_evidence, check_snapshot, Mismatch,
 };
 use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::results;
 use checkfu_sandbox_contract::*;
 
 use crate::admission::{ancestor_conflict, home_of, owning_rw_mount, PathHome};
@@ -715,29 +716,7 @@ impl Adapter {
             })
             .await
             .map_err(|e| from_provider(op::EXECUTE, e))?;
-        for (field, len) in [
-            ("stdout_base64", result.stdout_base64.len()),
-            ("stderr_base64", result.stderr_base64.len()),
-        ] {
-            if len as u64 > limit {
-                return Err(SandboxError::protocol(
-                    op::EXECUTE,
-                    field,
-                    format!("at most {limit} bytes"),
-                    format!("{len} bytes"),
-                )
-                .into());
-            }
-        }
-        if result.finished_at < result.started_at {
-            return Err(SandboxError::protocol(
-                op::EXECUTE,
-                "finished_at",
-                format!("at or after started_at {}", result.started_at),
-                result.finished_at.to_string(),
-            )
-            .into());
-        }
+        checks::protocol(op::EXECUTE, results::command_result(limit, &result))?;
         Ok(result)
     }
 
@@ -993,27 +972,10 @@ impl Adapter {
             })
             .await
             .map_err(|e| from_provider(op::LIST_DIR, e))?;
-        checks::listing(
+        checks::protocol(
             op::LIST_DIR,
-            root,
-            max_entries,
-            result.entries.iter().map(|e| e.path.as_str()),
+            results::list_dir_result(root, max_entries, &result),
         )?;
-        // Every file a member can read carries its digest.
-        if let Some((i, e)) = result
-            .entries
-            .iter()
-            .enumerate()
-            .find(|(_, e)| e.sha256.is_none() && e.size_bytes <= MAX_FILE_BYTES)
-        {
-            return Err(SandboxError::protocol(
-                op::LIST_DIR,
-                format!("entries[{i}].sha256"),
-                format!("a digest for a file of at most {MAX_FILE_BYTES} bytes"),
-                format!("absent for {} ({} bytes)", e.path, e.size_bytes),
-            )
-            .into());
-        }
         Ok(result)
     }
 
@@ -1048,16 +1010,9 @@ impl Adapter {
             })
             .await
             .map_err(|e| from_provider(op::LIST_PROJECT_DIR, e))?;
-        if !result.complete {
-            return Err(
-                SandboxError::protocol(op::LIST_PROJECT_DIR, "complete", "true", "false").into(),
-            );
-        }
-        checks::listing(
+        checks::protocol(
             op::LIST_PROJECT_DIR,
-            root,
-            max_entries,
-            result.entries.iter().map(|e| e.path.as_str()),
+            results::list_project_dir_result(root, max_entries, &result),
         )?;
         Ok(result)
     }
@@ -1268,28 +1223,16 @@ impl Adapter {
         )
         .await
         .map_err(|e| from_provider(op::RELEASE, e))?;
-        let problem = match (&disposition, snapshot_expires_at) {
-            (ReleaseDisposition::Released { .. }, None) => {
-                Some(SandboxFailure::from(SandboxError::protocol(
-                    op::RELEASE,
-                    "disposition",
-                    "destroyed (ephemeral_zdr)",
-                    "released",
-                )))
-            }
-            (ReleaseDisposition::Destroyed, Some(_)) => {
-                Some(SandboxFailure::from(SandboxError::protocol(
-                    op::RELEASE,
-                    "disposition",
-                    "released (durable)",
-                    "destroyed",
-                )))
-            }
-            (ReleaseDisposition::Released { snapshot }, Some(t)) => mismatches(
-                op::SNAPSHOT_IDENTITY,
-                check_snapshot(&rec.instance, &t, snapshot),
-            ),
-            (ReleaseDisposition::Destroyed, None) => None,
+        let problem = match results::release_disposition(snapshot_expires_at.as_ref(), &disposition)
+        {
+            Some(m) => Some(SandboxFailure::from(m.into_error(op::RELEASE))),
+            None => match (&disposition, snapshot_expires_at) {
+                (ReleaseDisposition::Released { snapshot }, Some(t)) => mismatches(
+                    op::SNAPSHOT_IDENTITY,
+                    check_snapshot(&rec.instance, &t, snapshot),
+                ),
+                _ => None,
+            },
         };
         if let Some(rejection) = problem {
             return Err(guard.reject(rejection).await);
