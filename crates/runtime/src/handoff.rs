@@ -146,7 +146,11 @@ impl Drop for Guard {
 ///
 /// `hold` (the in-flight marker of a serialized lifecycle call) lives as
 /// long as the call, its guard and any rollback of its value: the task
-/// keeps one clone until it ends, the guard another.
+/// owns it while the provider call runs and hands it back with the result
+/// (it then lives in the guard); when the caller is gone, the task keeps it
+/// until the rollback of the unclaimed value settled. It is never dropped
+/// by the task after the caller already has the result, so the caller's
+/// next call cannot find it still set.
 ///
 /// # Errors
 /// The provider's error, or `SandboxOperationFailed{reason:
@@ -160,19 +164,20 @@ pub(crate) async fn acquire<T: Send + 'static>(
 ) -> Result<(T, Guard), SandboxError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let tracker = tasks.clone();
-    let task_hold = hold.clone();
     tasks.spawn(async move {
         let result = call.await;
-        if let Err(Ok(handoff)) = tx.send(result) {
+        if let Err((Ok(handoff), hold)) = tx.send((result, hold)) {
             tracing::debug!(%member, "caller gone before the handoff; rolling back");
             if let Err(e) = run_rollback(&tracker, member, handoff.rollback, bound).await {
                 tracing::warn!(%member, error = %e, "rollback of an unclaimed handoff failed");
             }
+            drop(hold);
         }
-        drop(task_hold);
     });
     match rx.await {
-        Ok(result) => result.map(|handoff| Guard::new(member, handoff, bound, tasks.clone(), hold)),
+        Ok((result, hold)) => {
+            result.map(|handoff| Guard::new(member, handoff, bound, tasks.clone(), hold))
+        }
         Err(_) => Err(SandboxError::failed(
             Operation::Member(member),
             FailureReason::ProviderError,

@@ -263,3 +263,16 @@ async fn records_stay_bounded_over_100000_lifecycles() {
         &SandboxError::SandboxInstanceNotFound { instance_id: first }
     );
 }
+
+/// On a multi-threaded runtime the provider call's task may still be
+/// finishing when its caller already has the result: the caller's next
+/// lifecycle call on the instance must never find the finished call's
+/// marker still set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_call_never_leaves_its_marker_behind() {
+    let h = Harness::new();
+    for _ in 0..2_000 {
+        lifecycle(&h.adapter).await;
+        h.provider.clear_calls();
+    }
+}
