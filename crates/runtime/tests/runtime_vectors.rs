@@ -166,7 +166,7 @@ async fn every_invalid_request_vector_is_refused_by_the_runtime_or_never_sent() 
         for r in h.provider.cleanup_requests() {
             assert!(validate::cleanup_request(&r).is_empty(), "{name}: {r:?}");
         }
-        let called = h.provider.calls().iter().any(|c| *c == operation);
+        let called = h.provider.calls().contains(&operation);
         if called {
             // Only a field the runtime derives itself can be "invalid" in
             // a vector and still lead to a call, and the call it made is
