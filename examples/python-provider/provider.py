@@ -580,7 +580,9 @@ class Provider:
         if timed_out:
             exit_ = {"timed_out": True}
         elif killed.is_set():
-            raise op_failed("execute", "interrupted", "the command was cancelled")
+            # Only a cancelled request is killed, and its reply is never sent
+            # (reply() drops it); the reason is the closed provider_error.
+            raise op_failed("execute", "provider_error", "the command was cancelled")
         else:
             rc = proc.returncode
             if rc < 0:  # the docker client itself died of a signal

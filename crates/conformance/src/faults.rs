@@ -75,5 +75,7 @@ pub const CAUGHT_BY: &[(&str, &str)] = &[
     ("read-files-out-of-order", "stage-seal-execute"),
     ("read-files-over-budget", "stage-seal-execute"),
     ("non-monotonic-interval", "stage-seal-execute"),
+    ("process-starts-at-expiry", "stage-seal-execute"),
+    ("envelope-drifts", "stage-seal-execute"),
     ("seal-ignored", "stage-seal-execute"),
 ];

@@ -1,7 +1,7 @@
 //! Running the suite: token checks, recorded skips, per-case deadlines,
 //! teardown, evidence.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,21 +67,18 @@ pub enum SuiteError {
     /// The provider's envelope failed its own rules.
     #[error("the provider's envelope is invalid: {0}")]
     InvalidEnvelope(String),
-    /// A declared token the envelope cannot back.
-    #[error("declared token {token} is not backed by the envelope: it needs {needs}")]
-    UnbackedToken {
-        /// The token.
-        token: Token,
-        /// What the envelope lacks.
-        needs: String,
-    },
 }
 
 /// Runs the selected cases against `target`, in the spec's order.
 ///
+/// A declared token the envelope cannot back does not stop the suite: every
+/// case requiring it fails (step `declared tokens`, naming the token and
+/// what the envelope lacks) without running, and the other cases run
+/// ("declare and fail", spec "Conformance").
+///
 /// # Errors
-/// [`SuiteError`] before any case runs: an unknown case id, an invalid
-/// envelope, or a declared token the envelope cannot back.
+/// [`SuiteError`] before any case runs: an unknown case id or an invalid
+/// envelope.
 pub async fn run_suite(
     target: Arc<dyn ConformanceTarget>,
     options: &SuiteOptions,
@@ -101,14 +98,11 @@ pub async fn run_suite(
         .adapter(provider.provider_id())
         .map_err(|f| SuiteError::InvalidEnvelope(f.to_string()))?;
     let declared: BTreeSet<Token> = target.declared_tokens();
-    for token in &declared {
-        token
-            .backed_by(&envelope)
-            .map_err(|e| SuiteError::UnbackedToken {
-                token: e.token,
-                needs: e.needs.to_owned(),
-            })?;
-    }
+    let unbacked: BTreeMap<Token, &'static str> = declared
+        .iter()
+        .filter_map(|t| t.backed_by(&envelope).err())
+        .map(|e| (e.token, e.needs))
+        .collect();
     let started_at = target.clock().now().to_string();
     let selected: Vec<&CaseInfo> = CASES
         .iter()
@@ -123,7 +117,17 @@ pub async fn run_suite(
             total,
             case,
         });
-        let record = run_one(case, &declared, &adapter, &target, options.case_deadline).await;
+        let record = match unbacked_failure(case, &unbacked) {
+            Some(failure) => CaseRecord {
+                id: case.id.into(),
+                requires: case.requires.to_vec(),
+                outcome: Outcome::Failed,
+                missing_tokens: Vec::new(),
+                duration_ms: 0,
+                failure: Some(failure),
+            },
+            None => run_one(case, &declared, &adapter, &target, options.case_deadline).await,
+        };
         match record.outcome {
             Outcome::Passed => summary.passed += 1,
             Outcome::Failed => summary.failed += 1,
@@ -162,6 +166,24 @@ pub fn envelope_sha256(envelope: &checkfu_sandbox_contract::SandboxProviderCapab
     let value = serde_json::to_value(envelope).unwrap_or_default();
     let digest = sha2::Sha256::digest(crate::evidence::canonical_json(&value).as_bytes());
     format!("sha256:{}", hex::encode(digest))
+}
+
+/// The failure of a case that requires a declared token the envelope
+/// cannot back, if it does.
+fn unbacked_failure(
+    case: &CaseInfo,
+    unbacked: &BTreeMap<Token, &'static str>,
+) -> Option<CaseFailure> {
+    let lacking: Vec<String> = case
+        .requires
+        .iter()
+        .filter_map(|t| {
+            unbacked.get(t).map(|needs| {
+                format!("declared token {t} is not backed by the envelope: it needs {needs}")
+            })
+        })
+        .collect();
+    (!lacking.is_empty()).then(|| fail("declared tokens", lacking.join("; ")))
 }
 
 async fn run_one(

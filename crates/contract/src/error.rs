@@ -110,8 +110,6 @@ pub enum FailureReason {
     ReadOnly,
     /// The provider's platform failed (daemon error, I/O error, ...).
     ProviderError,
-    /// The operation was cancelled before it settled.
-    Interrupted,
 }
 
 /// Which output stream of a command.
@@ -222,7 +220,10 @@ pub enum SandboxError {
         /// The state seen, or a closed reason: `released`, `destroyed`,
         /// `process_already_open`, `list_dir_unsupported`,
         /// `list_project_dir_unsupported`, `active_mount_write_unsupported`,
-        /// `read_files_unsupported`, `open_process_unsupported`.
+        /// `open_process_unsupported`, `cleanup_inventory_unsupported`, or
+        /// the serialized lifecycle call in flight (`activate_in_flight`,
+        /// `snapshot_in_flight`, `release_in_flight`, `destroy_in_flight`,
+        /// `resume_in_flight`, `begin_active_write_in_flight`).
         actual: ConflictActual,
     },
     /// The operation was attempted and failed.

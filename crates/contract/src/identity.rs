@@ -242,7 +242,10 @@ pub fn check_clone(
 }
 
 /// The process evidence checks against the instance, the request and the
-/// envelope. Operation name: `open_process_identity`.
+/// envelope (decision 003): provider, instance, session, placement, tier,
+/// network mode, executable, and `started_at` strictly before the
+/// instance's `expires_at` (no process starts in an expired instance).
+/// Operation name: `open_process_identity`.
 pub fn check_process_evidence(
     instance: &SandboxInstance,
     request: &SandboxProcessRequest,
@@ -289,5 +292,15 @@ pub fn check_process_evidence(
         ));
     }
     eq(m, "executable", &request.executable, &evidence.executable);
+    if evidence.started_at >= instance.expires_at {
+        m.push(Mismatch::new(
+            "started_at",
+            format!(
+                "strictly before the instance's expires_at {}",
+                show(&instance.expires_at)
+            ),
+            show(&evidence.started_at),
+        ));
+    }
     out
 }

@@ -24,6 +24,7 @@ pub mod mismatch;
 pub mod operation;
 pub mod path;
 pub mod provider;
+pub mod results;
 pub mod sweep;
 pub mod timestamp;
 pub mod types;

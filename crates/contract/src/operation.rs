@@ -473,12 +473,40 @@ pub enum ConflictActual {
     ListProjectDirUnsupported,
     /// The envelope declares `active_mount_write: false`.
     ActiveMountWriteUnsupported,
-    /// The provider has no readFiles member.
-    ReadFilesUnsupported,
     /// The provider has no openProcess member.
     OpenProcessUnsupported,
     /// The provider has no cleanupInventory member.
     CleanupInventoryUnsupported,
+    /// An activate of the same instance is in flight (one lifecycle call at
+    /// a time per instance, decision 022).
+    ActivateInFlight,
+    /// A snapshot of the same instance is in flight.
+    SnapshotInFlight,
+    /// A release of the same instance is in flight.
+    ReleaseInFlight,
+    /// A destroy of the same instance is in flight.
+    DestroyInFlight,
+    /// A resume of the same snapshot is in flight.
+    ResumeInFlight,
+    /// A beginActiveWrite on the same instance is in flight.
+    BeginActiveWriteInFlight,
+}
+
+impl ConflictActual {
+    /// The `*_in_flight` value naming a lifecycle `member` in flight, for
+    /// the six members the runtime serializes (activate, snapshot,
+    /// release, destroy, resume, beginActiveWrite); `None` for any other.
+    pub fn in_flight(member: Member) -> Option<ConflictActual> {
+        Some(match member {
+            Member::Activate => ConflictActual::ActivateInFlight,
+            Member::Snapshot => ConflictActual::SnapshotInFlight,
+            Member::Release => ConflictActual::ReleaseInFlight,
+            Member::Destroy => ConflictActual::DestroyInFlight,
+            Member::Resume => ConflictActual::ResumeInFlight,
+            Member::BeginActiveWrite => ConflictActual::BeginActiveWriteInFlight,
+            _ => return None,
+        })
+    }
 }
 
 impl From<crate::types::InstanceState> for ConflictActual {
@@ -609,5 +637,28 @@ mod tests {
             assert_eq!(serde_json::from_str::<ConflictActual>(&json).unwrap(), a);
         }
         assert!(serde_json::from_str::<ConflictActual>("\"sleeping\"").is_err());
+        // Removed: no producer (decision 024).
+        assert!(serde_json::from_str::<ConflictActual>("\"read_files_unsupported\"").is_err());
+        assert!(serde_json::from_str::<crate::FailureReason>("\"interrupted\"").is_err());
+    }
+
+    #[test]
+    fn each_serialized_member_has_its_in_flight_value() {
+        let serialized = [
+            (Member::Activate, "activate_in_flight"),
+            (Member::Snapshot, "snapshot_in_flight"),
+            (Member::Release, "release_in_flight"),
+            (Member::Destroy, "destroy_in_flight"),
+            (Member::Resume, "resume_in_flight"),
+            (Member::BeginActiveWrite, "begin_active_write_in_flight"),
+        ];
+        for m in Member::iter() {
+            let want = serialized.iter().find(|(s, _)| *s == m).map(|(_, w)| *w);
+            assert_eq!(
+                ConflictActual::in_flight(m).map(|a| a.as_str()),
+                want,
+                "{m}"
+            );
+        }
     }
 }

@@ -41,7 +41,7 @@ fn requirement_names_are_wire_names() {
 
 #[test]
 fn failure_reason_names_are_wire_names() {
-    assert_eq!(names_are_wire_names(FailureReason::as_str), 9);
+    assert_eq!(names_are_wire_names(FailureReason::as_str), 8);
 }
 
 #[test]
@@ -57,7 +57,7 @@ fn instance_state_names_are_wire_names() {
 
 #[test]
 fn conflict_actual_names_are_wire_names() {
-    assert_eq!(names_are_wire_names(ConflictActual::as_str), 11);
+    assert_eq!(names_are_wire_names(ConflictActual::as_str), 16);
 }
 
 #[test]

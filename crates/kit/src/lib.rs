@@ -30,6 +30,9 @@
 //!
 //! `check` is one of `decode:<Type>` (input: the document),
 //! `validate:<Type>` (input: `{"request": <document>, ...parameters}`),
+//! `result:<Type>` (input: `{"request", "result"}`: a member's result and
+//! the request it answers), `frames:open_process` (input:
+//! `{"replay_window_bytes", "frames": [{"method", "params"}]}`),
 //! `instance_identity` (`{request, expected_state, envelope, returned}`),
 //! `snapshot_identity` (`{source, requested_expires_at, returned}`),
 //! `clone_identity` (`{source, target_session_id, returned}`) or
@@ -438,6 +441,66 @@ pub fn evaluate(vector: &Value) -> Result<Outcome, VectorError> {
         };
         return Ok(outcome);
     }
+    if check == FRAMES_CHECK {
+        return open_process_frames(input);
+    }
+    if let Some(type_name) = check.strip_prefix("result:") {
+        use checkfu_sandbox_contract::results;
+        let protocol = |operation: Operation, m: Option<checkfu_sandbox_contract::Mismatch>| match m
+        {
+            None => Outcome::Accepted,
+            Some(m) => refused(m.into_error(operation)),
+        };
+        let outcome = match type_name {
+            "ReadFilesResult" => {
+                let r = part!(input, "request", ReadFilesRequest, ReadFilesRequest);
+                let got = part!(input, "result", ReadFilesResult, ReadFilesResult);
+                protocol(
+                    op::READ_FILES,
+                    results::read_files_result(&r.files, r.aggregate_maximum_bytes, &got.files),
+                )
+            }
+            "ListDirResult" => {
+                let r = part!(input, "request", ListDirRequest, ListDirRequest);
+                let got = part!(input, "result", ListDirResult, ListDirResult);
+                protocol(
+                    op::LIST_DIR,
+                    results::list_dir_result(&r.root, r.max_entries, &got),
+                )
+            }
+            "ListProjectDirResult" => {
+                let r = part!(
+                    input,
+                    "request",
+                    ListProjectDirRequest,
+                    ListProjectDirRequest
+                );
+                let got = part!(input, "result", ListProjectDirResult, ListProjectDirResult);
+                protocol(
+                    op::LIST_PROJECT_DIR,
+                    results::list_project_dir_result(&r.root, r.max_entries, &got),
+                )
+            }
+            "ReleaseDisposition" => {
+                let r = part!(input, "request", ReleaseRequest, ReleaseRequest);
+                let got = part!(input, "result", ReleaseDisposition, ReleaseDisposition);
+                protocol(
+                    op::RELEASE,
+                    results::release_disposition(r.snapshot_expires_at.as_ref(), &got),
+                )
+            }
+            "SandboxCommandResult" => {
+                let r = part!(input, "request", ExecuteRequest, ExecuteRequest);
+                let got = part!(input, "result", SandboxCommandResult, CommandResult);
+                protocol(
+                    op::EXECUTE,
+                    results::command_result(r.command.output_limit_bytes, &got),
+                )
+            }
+            other => return Err(VectorError(format!("no result check for {other:?}"))),
+        };
+        return Ok(outcome);
+    }
     let outcome = match check {
         "instance_identity" => {
             let request = part!(input, "request", SandboxProvisionRequest, ProvisionRequest);
@@ -490,6 +553,93 @@ pub fn evaluate(vector: &Value) -> Result<Outcome, VectorError> {
         other => return Err(VectorError(format!("unknown check {other:?}"))),
     };
     Ok(outcome)
+}
+
+/// The check of a sequence of openProcess frames.
+pub(crate) const FRAMES_CHECK: &str = "frames:open_process";
+
+/// Runs a sequence of openProcess frames as the runner receives them
+/// (`input`: `{"replay_window_bytes", "frames": [{"method", "params"}]}`):
+/// each frame decodes strictly, and stdout and stderr are each held to the
+/// wire crate's [`OutputAccount`] (no gap, the replay window, `eof` at
+/// exactly the bytes received); `process/ack` frames are the runner's
+/// acknowledgements. A refusal is `SandboxProtocolInvalid` naming
+/// `<method>.<field>`, as the client reports it.
+fn open_process_frames(input: &Value) -> Result<Outcome, VectorError> {
+    use checkfu_sandbox_wire::protocol::{
+        method, AckFrame, EofFrame, ExitFrame, OutputAccount, OutputFrame, ProcessFailedFrame,
+        StreamName,
+    };
+    let window = member(input, "replay_window_bytes")?
+        .as_u64()
+        .ok_or_else(|| VectorError("replay_window_bytes is not a u64".into()))?;
+    let frames = member(input, "frames")?
+        .as_array()
+        .ok_or_else(|| VectorError("frames is not an array".into()))?;
+    let mut accounts = [OutputAccount::default(); 2];
+    let slot = |s: StreamName| match s {
+        StreamName::Stdout => 0,
+        StreamName::Stderr => 1,
+    };
+    let violation = |m: checkfu_sandbox_contract::Mismatch| {
+        Ok(refused(SandboxError::protocol(
+            op::OPEN_PROCESS,
+            m.field,
+            m.expected,
+            m.actual,
+        )))
+    };
+    for frame in frames {
+        let name = member(frame, "method")?
+            .as_str()
+            .ok_or_else(|| VectorError("method is not a string".into()))?;
+        let params = member(frame, "params")?;
+        macro_rules! decode {
+            ($ty:ty) => {
+                match checkfu_sandbox_contract::wire::decode_fields::<$ty>(params) {
+                    Ok(f) => f,
+                    Err(mut m) => {
+                        m.field = format!("{name}.{}", m.field);
+                        return violation(m);
+                    }
+                }
+            };
+        }
+        let step = match name {
+            method::PROCESS_OUTPUT => {
+                let f = decode!(OutputFrame);
+                accounts[slot(f.stream)]
+                    .output(f.offset, f.data_base64.len(), window)
+                    .map(drop)
+            }
+            method::PROCESS_EOF => {
+                let f = decode!(EofFrame);
+                accounts[slot(f.stream)].eof(f.offset)
+            }
+            method::PROCESS_ACK => {
+                let f = decode!(AckFrame);
+                accounts[slot(f.stream)].ack(f.offset);
+                Ok(())
+            }
+            method::PROCESS_EXIT => {
+                decode!(ExitFrame);
+                Ok(())
+            }
+            method::PROCESS_FAILED => {
+                decode!(ProcessFailedFrame);
+                Ok(())
+            }
+            other => Err(checkfu_sandbox_contract::Mismatch::new(
+                "method",
+                "a process/* notification",
+                other,
+            )),
+        };
+        if let Err(m) = step {
+            return violation(m);
+        }
+    }
+    Ok(Outcome::Accepted)
 }
 
 /// Runs a vector and compares the outcome with its `expect`.

@@ -175,6 +175,10 @@ fn vector_schema() -> Value {
         for n in crate::vectors::VALIDATED_TYPES {
             alternatives.push(format!("validate:{n}"));
         }
+        for n in crate::vectors::RESULT_TYPES {
+            alternatives.push(format!("result:{n}"));
+        }
+        alternatives.push(crate::FRAMES_CHECK.into());
         alternatives.extend(
             [
                 "instance_identity",
@@ -200,7 +204,7 @@ fn vector_schema() -> Value {
             "revision": {"const": WIRE_REVISION, "description": "The wire revision literal; a vector of another revision is not run."},
             "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$", "description": "The file stem."},
             "description": {"type": "string", "description": "What the vector tests and why the outcome follows."},
-            "check": {"enum": checks, "description": "decode:<Type>: input is the document. validate:<Type>: input is {request, ...parameters}. instance_identity: {request, expected_state, envelope, returned}. snapshot_identity: {source, requested_expires_at, returned}. clone_identity: {source, target_session_id, returned}. open_process_identity: {instance, request, envelope, evidence}."},
+            "check": {"enum": checks, "description": "decode:<Type>: input is the document. validate:<Type>: input is {request, ...parameters}. result:<Type>: input is {request, result}, the request the result answers. frames:open_process: {replay_window_bytes, frames: [{method, params}]}, the frames a runner receives (and its process/ack). instance_identity: {request, expected_state, envelope, returned}. snapshot_identity: {source, requested_expires_at, returned}. clone_identity: {source, target_session_id, returned}. open_process_identity: {instance, request, envelope, evidence}."},
             "input": {"description": "The check's input."},
             "expect": {
                 "oneOf": [

@@ -197,6 +197,11 @@ pub enum Fault {
     NonMonotonicInterval,
     /// Read-only mounts stay writable after activation.
     SealIgnored,
+    /// Process evidence reports a start at the instance's hard expiry.
+    ProcessStartsAtExpiry,
+    /// Once an instance is active, the envelope starts claiming CPU
+    /// enforcement it did not claim at registration.
+    EnvelopeDrifts,
 }
 
 impl Fault {
@@ -235,6 +240,8 @@ impl Fault {
             Fault::ReadFilesOverBudget,
             Fault::NonMonotonicInterval,
             Fault::SealIgnored,
+            Fault::ProcessStartsAtExpiry,
+            Fault::EnvelopeDrifts,
         ]);
         out
     }
@@ -271,6 +278,8 @@ impl Fault {
             Fault::ReadFilesOverBudget => "read-files-over-budget",
             Fault::NonMonotonicInterval => "non-monotonic-interval",
             Fault::SealIgnored => "seal-ignored",
+            Fault::ProcessStartsAtExpiry => "process-starts-at-expiry",
+            Fault::EnvelopeDrifts => "envelope-drifts",
         };
         fixed.to_string()
     }
@@ -340,6 +349,12 @@ impl Fault {
             }
             Fault::NonMonotonicInterval => "a command's finished_at is not before its started_at",
             Fault::SealIgnored => "read-only mounts are sealed at activation",
+            Fault::ProcessStartsAtExpiry => {
+                "a process starts strictly before its instance's expires_at"
+            }
+            Fault::EnvelopeDrifts => {
+                "the capability envelope is unchanging for the revision, in every field"
+            }
         };
         fixed.to_string()
     }

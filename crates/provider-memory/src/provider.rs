@@ -961,7 +961,18 @@ impl SandboxProvider for MemoryProvider {
     }
 
     fn capabilities(&self) -> SandboxProviderCapabilities {
-        Self::envelope()
+        let mut envelope = Self::envelope();
+        if self.inner.has(Fault::EnvelopeDrifts)
+            && self
+                .inner
+                .lock()
+                .instances
+                .values()
+                .any(|r| r.state == InstanceState::Active)
+        {
+            envelope.enforcement.cpu = EnforcementLevel::ProviderEnforced;
+        }
+        envelope
     }
 
     async fn provision(
@@ -1683,7 +1694,11 @@ impl OpenProcessMember for Inner {
             tier: req.target,
             network_mode: req.profile.network_policy.mode(),
             executable: request.executable.clone(),
-            started_at: now,
+            started_at: if self.has(Fault::ProcessStartsAtExpiry) {
+                req.expires_at
+            } else {
+                now
+            },
         };
         drop(guard);
         let (caller_in, child_in) = tokio::io::duplex(PIPE_CAPACITY_BYTES);

@@ -1,6 +1,6 @@
 //! The suite against the memory oracle: honest passes, every fault fails
-//! in the case the fault table names, skips are recorded, unbacked tokens
-//! are refused.
+//! in the case the fault table names, skips are recorded, an unbacked
+//! declared token fails its case.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -8,9 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use checkfu_sandbox_conformance::faults::CAUGHT_BY;
 use checkfu_sandbox_conformance::*;
-use checkfu_sandbox_contract::{
-    Clock, ImageReference, Platform, RetentionMode, SandboxProvider, SnapshotRequest, Tier,
-};
+use checkfu_sandbox_contract::*;
 use checkfu_sandbox_memory::conformance::MemoryTarget;
 use checkfu_sandbox_memory::Fault;
 
@@ -299,4 +297,152 @@ async fn junit_with_ansi_escapes_in_a_failure_parses_as_xml() {
     let suites = doc.root_element();
     assert_eq!(suites.attribute("tests"), Some("2"));
     assert_eq!(suites.attribute("failures"), Some("1"));
+}
+
+/// The oracle's provider with an envelope that no longer offers the
+/// allowlist mode, so a declared `network-allowlist` is unbacked.
+struct NoAllowlist(Arc<dyn SandboxProvider>);
+
+#[async_trait]
+impl SandboxProvider for NoAllowlist {
+    fn provider_id(&self) -> &str {
+        self.0.provider_id()
+    }
+    fn capabilities(&self) -> SandboxProviderCapabilities {
+        let mut e = self.0.capabilities();
+        e.network_modes.retain(|m| *m != NetworkMode::Allowlist);
+        e
+    }
+    async fn provision(
+        &self,
+        r: SandboxProvisionRequest,
+    ) -> Result<Handoff<SandboxInstance>, SandboxError> {
+        self.0.provision(r).await
+    }
+    async fn write_file(&self, r: WriteFileRequest) -> Result<(), SandboxError> {
+        self.0.write_file(r).await
+    }
+    async fn activate(&self, r: ActivateRequest) -> Result<Handoff<SandboxInstance>, SandboxError> {
+        self.0.activate(r).await
+    }
+    async fn execute(&self, r: ExecuteRequest) -> Result<SandboxCommandResult, SandboxError> {
+        self.0.execute(r).await
+    }
+    async fn read_file(&self, r: ReadFileRequest) -> Result<SandboxFileContent, SandboxError> {
+        self.0.read_file(r).await
+    }
+    async fn snapshot(&self, r: SnapshotRequest) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
+        self.0.snapshot(r).await
+    }
+    async fn clone_snapshot(
+        &self,
+        r: CloneSnapshotRequest,
+    ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
+        self.0.clone_snapshot(r).await
+    }
+    async fn release(
+        &self,
+        r: ReleaseRequest,
+    ) -> Result<Handoff<ReleaseDisposition>, SandboxError> {
+        self.0.release(r).await
+    }
+    async fn resume(&self, r: ResumeRequest) -> Result<Handoff<SandboxInstance>, SandboxError> {
+        self.0.resume(r).await
+    }
+    async fn destroy(&self, r: DestroyRequest) -> Result<(), SandboxError> {
+        self.0.destroy(r).await
+    }
+    async fn destroy_snapshot(&self, r: DestroySnapshotRequest) -> Result<(), SandboxError> {
+        self.0.destroy_snapshot(r).await
+    }
+    async fn cleanup(&self, r: CleanupRequest) -> Result<CleanupResult, SandboxError> {
+        self.0.cleanup(r).await
+    }
+    fn read_files(&self) -> Option<&dyn ReadFilesMember> {
+        self.0.read_files()
+    }
+    fn list_dir(&self) -> Option<&dyn ListDirMember> {
+        self.0.list_dir()
+    }
+    fn list_project_dir(&self) -> Option<&dyn ListProjectDirMember> {
+        self.0.list_project_dir()
+    }
+    fn open_process(&self) -> Option<&dyn OpenProcessMember> {
+        self.0.open_process()
+    }
+}
+
+/// The memory target, every token declared, behind [`NoAllowlist`].
+struct Unbacked {
+    inner: MemoryTarget,
+    provider: Arc<dyn SandboxProvider>,
+}
+
+#[async_trait]
+impl ConformanceTarget for Unbacked {
+    fn name(&self) -> &str {
+        "memory-unbacked"
+    }
+    fn provider(&self) -> Arc<dyn SandboxProvider> {
+        self.provider.clone()
+    }
+    fn reopen(&self) -> Arc<dyn SandboxProvider> {
+        Arc::new(NoAllowlist(self.inner.reopen()))
+    }
+    fn declared_tokens(&self) -> BTreeSet<Token> {
+        self.inner.declared_tokens()
+    }
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock()
+    }
+    fn root_image(&self) -> ImageReference {
+        self.inner.root_image()
+    }
+    fn tier_platform(&self) -> (Tier, Platform) {
+        self.inner.tier_platform()
+    }
+    async fn start_listener(&self) -> Result<Listener, TargetError> {
+        self.inner.start_listener().await
+    }
+    async fn control_probe(&self, l: &Listener) -> Result<Vec<u8>, TargetError> {
+        self.inner.control_probe(l).await
+    }
+    async fn stop_listener(&self, l: &Listener) {
+        self.inner.stop_listener(l).await
+    }
+    async fn live_objects(&self) -> Result<LiveObjects, TargetError> {
+        self.inner.live_objects().await
+    }
+    async fn close(&self) -> Result<(), TargetError> {
+        self.inner.close().await
+    }
+}
+
+/// "Declare and fail": a declared token the envelope cannot back fails the
+/// case that needs it, naming the token and the missing claim, and the
+/// suite goes on to pass every other case.
+#[tokio::test]
+async fn an_unbacked_declared_token_fails_its_case_and_the_suite_runs_on() {
+    let inner = MemoryTarget::new();
+    let provider: Arc<dyn SandboxProvider> = Arc::new(NoAllowlist(inner.provider()));
+    assert!(inner.declared_tokens().contains(&Token::NetworkAllowlist));
+    let target = Arc::new(Unbacked { inner, provider });
+    let evidence = run_suite(target.clone(), &SuiteOptions::default(), &quiet)
+        .await
+        .unwrap();
+    assert_eq!(evidence.summary.failed, 1, "{}", evidence.table());
+    assert_eq!(evidence.summary.passed, 8, "{}", evidence.table());
+    let allowlist = evidence
+        .cases
+        .iter()
+        .find(|c| c.id == "allowlist-egress")
+        .unwrap();
+    assert_eq!(allowlist.outcome, Outcome::Failed);
+    let failure = allowlist.failure.as_ref().unwrap();
+    assert_eq!(failure.step, "declared tokens");
+    assert_eq!(
+        failure.message,
+        "declared token network-allowlist is not backed by the envelope: it needs network_modes containing allowlist"
+    );
+    target.close().await.unwrap();
 }

@@ -248,7 +248,9 @@ async fn observe(p: &MemoryProvider, fault: Fault) -> Value {
                 Err(e) => json!(e.tag()),
             }
         }
-        Fault::StdinEofNeverDelivered | Fault::ProcessEvidenceMismatch => {
+        Fault::StdinEofNeverDelivered
+        | Fault::ProcessEvidenceMismatch
+        | Fault::ProcessStartsAtExpiry => {
             let req = request(RetentionMode::EphemeralZdr);
             let v = p.provision(req).await.unwrap().value;
             let inst = p
@@ -270,7 +272,7 @@ async fn observe(p: &MemoryProvider, fault: Fault) -> Value {
                 .open_process(preq.clone())
                 .await
                 .unwrap();
-            if fault == Fault::ProcessEvidenceMismatch {
+            if fault != Fault::StdinEofNeverDelivered {
                 return fields(check_process_evidence(&inst, &preq, &caps, &proc.evidence));
             }
             let mut input = proc.input.compat_write();
@@ -329,6 +331,12 @@ async fn observe(p: &MemoryProvider, fault: Fault) -> Value {
             let id = active(p, RetentionMode::EphemeralZdr).await;
             let r = run(p, &id, &["touch", "/data/ro/new"]).await;
             json!(r.exit)
+        }
+        Fault::EnvelopeDrifts => {
+            let before = p.capabilities();
+            active(p, RetentionMode::EphemeralZdr).await;
+            let after = p.capabilities();
+            json!([before == caps, after == caps])
         }
     }
 }
@@ -396,6 +404,8 @@ fn intended(fault: Fault) -> (Value, Value) {
         ),
         Fault::NonMonotonicInterval => (json!(true), json!(false)),
         Fault::SealIgnored => (json!({"exit_code": 1}), json!({"exit_code": 0})),
+        Fault::ProcessStartsAtExpiry => (json!([]), json!(["started_at"])),
+        Fault::EnvelopeDrifts => (json!([true, true]), json!([true, false])),
     }
 }
 

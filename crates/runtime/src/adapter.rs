@@ -1,7 +1,7 @@
 //! One registered provider behind the runtime's checks: every member the
 //! spec lists, admitted before the call and cross-checked after it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,11 +10,13 @@ use checkfu_sandbox_contract::identity::{
     check_clone, check_instance, check_process_evidence, check_snapshot, Mismatch,
 };
 use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::results;
 use checkfu_sandbox_contract::*;
 
 use crate::admission::{ancestor_conflict, home_of, owning_rw_mount, PathHome};
+use crate::ceiling::drift;
 use crate::checks;
-use crate::handoff::{acquire, Guard};
+use crate::handoff::{acquire, Guard, Hold};
 use crate::process::Process;
 use crate::select::{check_mount_plan, check_network, unmet, Requirements};
 use tokio_util::task::TaskTracker;
@@ -50,14 +52,135 @@ struct Record {
     request: Arc<SandboxProvisionRequest>,
     instance: Arc<SandboxInstance>,
     state: RecordState,
+    /// The least egress grade the Run needed when it selected this
+    /// adapter; the network re-check holds the instance to it.
+    minimum_egress: EgressCertification,
+    /// The serialized lifecycle call in flight on this instance, if any.
+    in_flight: Option<Member>,
+}
+
+/// How many ended (released or destroyed) instance ids the runtime keeps
+/// to answer a late call with the lifecycle conflict it deserves; older
+/// ones are forgotten and answer `SandboxInstanceNotFound`. Bounds the
+/// records of a long-lived Runner.
+pub const ENDED_RECORDS_KEPT: usize = 1024;
+
+/// How many accepted snapshots' deadlines the runtime keeps for the
+/// cleanup pin check; past it, an unexpired entry is not recorded and a
+/// sweep of that snapshot cannot be judged.
+pub const SNAPSHOT_DEADLINES_KEPT: usize = 65_536;
+
+/// The runtime's records of one adapter's instances.
+#[derive(Default)]
+struct Book {
+    /// Instances provisioning or active.
+    live: HashMap<String, Record>,
+    /// Ended instances, by id, the newest [`ENDED_RECORDS_KEPT`].
+    ended: HashMap<String, RecordState>,
+    /// `ended` ids, oldest first.
+    ended_order: VecDeque<String>,
+    /// Snapshots a resume is in flight from.
+    resuming: HashSet<String>,
+    /// `expires_at` of snapshots the runtime accepted (snapshot, release,
+    /// cloneSnapshot), for the cleanup pin check.
+    snapshot_deadlines: HashMap<String, Timestamp>,
+}
+
+impl Book {
+    /// Moves `instance_id` to `state`; an ended state drops the record and
+    /// keeps only a bounded tombstone.
+    fn set_state(&mut self, instance_id: &str, state: RecordState) {
+        if state < RecordState::Released {
+            if let Some(r) = self.live.get_mut(instance_id) {
+                r.state = state;
+            }
+            return;
+        }
+        let known = self.live.remove(instance_id).is_some();
+        if let Some(s) = self.ended.get_mut(instance_id) {
+            *s = state;
+            return;
+        }
+        if !known {
+            return;
+        }
+        self.ended.insert(instance_id.to_owned(), state);
+        self.ended_order.push_back(instance_id.to_owned());
+        while self.ended_order.len() > ENDED_RECORDS_KEPT {
+            if let Some(old) = self.ended_order.pop_front() {
+                self.ended.remove(&old);
+            }
+        }
+    }
+
+    fn state_of(&self, instance_id: &str) -> Option<RecordState> {
+        self.live
+            .get(instance_id)
+            .map(|r| r.state)
+            .or_else(|| self.ended.get(instance_id).copied())
+    }
+
+    fn note_snapshot(&mut self, snapshot: &SandboxSnapshot, now: Timestamp) {
+        let deadlines = &mut self.snapshot_deadlines;
+        if deadlines.len() >= SNAPSHOT_DEADLINES_KEPT {
+            deadlines.retain(|_, t| *t > now);
+        }
+        if deadlines.len() < SNAPSHOT_DEADLINES_KEPT {
+            deadlines.insert(snapshot.snapshot_id.clone(), snapshot.expires_at);
+        }
+    }
+}
+
+/// What a serialized lifecycle call holds in flight.
+enum Claim {
+    /// An instance (activate, snapshot, release, destroy, beginActiveWrite).
+    Instance(String),
+    /// A snapshot being resumed.
+    Resume(String),
+}
+
+/// The in-flight marker of one serialized lifecycle call. It is cleared
+/// when the last holder drops: the caller, and the provider call's task
+/// and rollback when the caller was cancelled first.
+struct InFlight {
+    shared: Arc<Shared>,
+    claim: Claim,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        {
+            let mut book = self
+                .shared
+                .records
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match &self.claim {
+                Claim::Instance(id) => {
+                    if let Some(r) = book.live.get_mut(id) {
+                        r.in_flight = None;
+                    }
+                }
+                Claim::Resume(id) => {
+                    book.resuming.remove(id);
+                }
+            }
+        }
+        self.shared.idle.notify_waiters();
+    }
 }
 
 struct Shared {
     provider: Arc<dyn SandboxProvider>,
     envelope: SandboxProviderCapabilities,
+    /// The envelope the provider advertised at registration (before any
+    /// enrollment ceiling cut it): what `capabilities()` must keep saying.
+    advertised: SandboxProviderCapabilities,
     clock: Arc<dyn Clock>,
     rollback_bound: Duration,
-    records: Mutex<HashMap<String, Record>>,
+    records: Mutex<Book>,
+    /// Notified whenever an in-flight marker clears (destroy waits on it).
+    idle: tokio::sync::Notify,
     /// Provider calls and rollbacks that outlive their caller.
     tasks: TaskTracker,
 }
@@ -66,6 +189,9 @@ struct Shared {
 #[derive(Clone)]
 pub struct Adapter {
     shared: Arc<Shared>,
+    /// The least egress grade the selection that produced this handle
+    /// required (`advisory_filter` unless [`Adapter::requiring_egress`]).
+    minimum_egress: EgressCertification,
 }
 
 impl std::fmt::Debug for Adapter {
@@ -98,6 +224,7 @@ impl Adapter {
     pub(crate) fn new(
         provider: Arc<dyn SandboxProvider>,
         envelope: SandboxProviderCapabilities,
+        advertised: SandboxProviderCapabilities,
         clock: Arc<dyn Clock>,
         rollback_bound: Duration,
     ) -> Self {
@@ -105,12 +232,30 @@ impl Adapter {
             shared: Arc::new(Shared {
                 provider,
                 envelope,
+                advertised,
                 clock,
                 rollback_bound,
-                records: Mutex::new(HashMap::new()),
+                records: Mutex::new(Book::default()),
+                idle: tokio::sync::Notify::new(),
                 tasks: TaskTracker::new(),
             }),
+            minimum_egress: EgressCertification::AdvisoryFilter,
         }
+    }
+
+    /// This adapter, holding instances it provisions or resumes to at
+    /// least `grade` of egress certification (an allowlist's minimum, from
+    /// [`Requirements::minimum_egress`]); selection sets it. Provision and
+    /// resume admission and every network re-check of such an instance
+    /// use it. Grades below `advisory_filter` are raised to it.
+    pub fn requiring_egress(mut self, grade: EgressCertification) -> Self {
+        self.minimum_egress = grade.max(EgressCertification::AdvisoryFilter);
+        self
+    }
+
+    /// The least egress grade this handle requires of an allowlist.
+    pub fn minimum_egress(&self) -> EgressCertification {
+        self.minimum_egress
     }
 
     /// The adapter's provider id.
@@ -125,21 +270,30 @@ impl Adapter {
 
     /// The instance ids the runtime currently holds for this adapter, with
     /// their states.
+    /// Ended instances (released, destroyed) are kept as the newest
+    /// [`ENDED_RECORDS_KEPT`] ids only.
     pub fn instances(&self) -> Vec<(String, RecordState)> {
-        let records = self.records();
-        let mut out: Vec<_> = records.iter().map(|(k, r)| (k.clone(), r.state)).collect();
+        let book = self.records();
+        let mut out: Vec<_> = book
+            .live
+            .iter()
+            .map(|(k, r)| (k.clone(), r.state))
+            .chain(book.ended.iter().map(|(k, s)| (k.clone(), *s)))
+            .collect();
         out.sort();
         out
     }
 
-    /// The accepted instance record for `instance_id`, as last validated.
+    /// The accepted instance record for `instance_id`, as last validated,
+    /// while it is provisioning or active.
     pub fn instance(&self, instance_id: &str) -> Option<SandboxInstance> {
         self.records()
+            .live
             .get(instance_id)
             .map(|r| (*r.instance).clone())
     }
 
-    fn records(&self) -> std::sync::MutexGuard<'_, HashMap<String, Record>> {
+    fn records(&self) -> std::sync::MutexGuard<'_, Book> {
         // A poisoned lock only means a panic elsewhere; the map is still sound.
         self.shared
             .records
@@ -186,26 +340,62 @@ impl Adapter {
         instance_id: &str,
         accepted: &[RecordState],
     ) -> Res<Record> {
-        let records = self.records();
-        let Some(rec) = records.get(instance_id) else {
-            return Err(SandboxError::SandboxInstanceNotFound {
-                instance_id: instance_id.to_owned(),
+        let mut book = self.records();
+        Self::admit_in(&mut book, operation, instance_id, accepted).map(|r| r.clone())
+    }
+
+    fn admit_in<'b>(
+        book: &'b mut Book,
+        operation: Operation,
+        instance_id: &str,
+        accepted: &[RecordState],
+    ) -> Res<&'b mut Record> {
+        let state =
+            book.state_of(instance_id)
+                .ok_or_else(|| SandboxError::SandboxInstanceNotFound {
+                    instance_id: instance_id.to_owned(),
+                })?;
+        match book.live.get_mut(instance_id) {
+            Some(rec) if accepted.contains(&state) => Ok(rec),
+            _ => {
+                let expected: Vec<&str> = accepted.iter().map(|s| s.seen().as_str()).collect();
+                Err(SandboxError::conflict(operation, expected.join("|"), state.seen()).into())
             }
-            .into());
-        };
-        if !accepted.contains(&rec.state) {
-            let expected: Vec<&str> = accepted.iter().map(|s| s.seen().as_str()).collect();
-            return Err(
-                SandboxError::conflict(operation, expected.join("|"), rec.state.seen()).into(),
-            );
         }
-        Ok(rec.clone())
+    }
+
+    /// Admits a serialized lifecycle call (activate, snapshot, release,
+    /// beginActiveWrite): the state check of [`Adapter::admit`], then the
+    /// instance's in-flight marker, set under the same lock. A call already
+    /// in flight refuses this one before the provider is called.
+    ///
+    /// # Errors
+    /// As [`Adapter::admit`]; `SandboxLifecycleConflict{operation,
+    /// expected: "no lifecycle call in flight", actual: <member>_in_flight}`.
+    fn claim(
+        &self,
+        operation: Operation,
+        member: Member,
+        instance_id: &str,
+        accepted: &[RecordState],
+    ) -> Res<(Record, Arc<InFlight>)> {
+        let mut book = self.records();
+        let rec = Self::admit_in(&mut book, operation, instance_id, accepted)?;
+        if let Some(busy) = rec.in_flight {
+            return Err(in_flight_conflict(operation, busy).into());
+        }
+        rec.in_flight = Some(member);
+        let rec = rec.clone();
+        drop(book);
+        let mark = Arc::new(InFlight {
+            shared: self.shared.clone(),
+            claim: Claim::Instance(instance_id.to_owned()),
+        });
+        Ok((rec, mark))
     }
 
     fn set_state(&self, instance_id: &str, state: RecordState) {
-        if let Some(r) = self.records().get_mut(instance_id) {
-            r.state = state;
-        }
+        self.records().set_state(instance_id, state);
     }
 
     /// Network policy re-check (activate, execute, resume, openProcess):
@@ -214,23 +404,42 @@ impl Adapter {
     /// provider advertises now. The envelope is meant to be unchanging; a
     /// provider whose network modes or egress grade drifted since
     /// registration is refused here rather than trusted.
-    fn recheck_network(&self, profile: &SandboxProfile) -> Res<()> {
-        let minimum = EgressCertification::AdvisoryFilter;
+    ///
+    /// The least egress grade is the one the Run's selection required
+    /// (kept in the record), not a constant. Past the network fields, an
+    /// envelope that differs from the one advertised at registration in
+    /// any field is refused as `SandboxProtocolInvalid{operation:
+    /// capabilities, field}` naming every drifted field (the spec calls
+    /// the envelope unchanging for the revision).
+    fn recheck_network(&self, profile: &SandboxProfile, minimum: EgressCertification) -> Res<()> {
         check_network(self.envelope(), &profile.network_policy, minimum)?;
         let live = self.provider().capabilities();
-        if live != *self.envelope() {
+        if live != self.shared.advertised {
             check_network(&live, &profile.network_policy, minimum)?;
+            let drifted = drift(&self.shared.advertised, &live);
+            if let Some((_, expected, actual)) = drifted.first() {
+                let fields: Vec<&str> = drifted.iter().map(|(f, _, _)| f.as_str()).collect();
+                return Err(SandboxError::protocol(
+                    op::CAPABILITIES,
+                    fields.join(", "),
+                    expected.clone(),
+                    actual.clone(),
+                )
+                .into());
+            }
         }
         Ok(())
     }
 
     fn requirements_of(&self, request: &SandboxProvisionRequest) -> Requirements {
-        Requirements::for_profile(
+        let mut needs = Requirements::for_profile(
             &request.profile,
             request.target,
             request.platform,
             request.mounts.clone(),
-        )
+        );
+        needs.minimum_egress = self.minimum_egress;
+        needs
     }
 
     /// Admits a provision or resume request: identity fields this adapter
@@ -291,6 +500,7 @@ impl Adapter {
             Member::Provision,
             async move { provider.provision(req).await },
             self.shared.rollback_bound,
+            None,
         )
         .await
         .map_err(|e| from_provider(op::PROVISION, e))?;
@@ -316,19 +526,21 @@ impl Adapter {
         let mut problems = check_instance(&request, expected, self.envelope(), &instance);
         {
             let mut records = self.records();
-            if records.contains_key(&instance.instance_id) {
+            if records.state_of(&instance.instance_id).is_some() {
                 problems.push(Mismatch::new(
                     "instance_id",
                     "an id not already held",
                     instance.instance_id.clone(),
                 ));
             } else if problems.is_empty() {
-                records.insert(
+                records.live.insert(
                     instance.instance_id.clone(),
                     Record {
                         request: Arc::new(request),
                         instance: Arc::new(instance.clone()),
                         state,
+                        minimum_egress: self.minimum_egress,
+                        in_flight: None,
                     },
                 );
                 drop(records);
@@ -417,13 +629,15 @@ impl Adapter {
             }
             .into());
         }
+        let request = WriteFileRequest {
+            instance_id: instance_id.to_owned(),
+            path: path.to_owned(),
+            content_base64: Bytes(content),
+            mode,
+        };
+        checks::first_refusal(op::WRITE_FILE, validate::write_file_request(&request))?;
         self.provider()
-            .write_file(WriteFileRequest {
-                instance_id: instance_id.to_owned(),
-                path: path.clone(),
-                content_base64: Bytes(content),
-                mode,
-            })
+            .write_file(request)
             .await
             .map_err(|e| from_provider(op::WRITE_FILE, e))
     }
@@ -435,8 +649,13 @@ impl Adapter {
     /// `instance_identity` mismatches (21 checks plus an unchanged
     /// `instance_id`) after the activation's rollback ran once.
     pub async fn activate(&self, instance_id: &str) -> Res<SandboxInstance> {
-        let rec = self.admit(op::ACTIVATE, instance_id, &[RecordState::Provisioning])?;
-        self.recheck_network(&rec.request.profile)?;
+        let (rec, mark) = self.claim(
+            op::ACTIVATE,
+            Member::Activate,
+            instance_id,
+            &[RecordState::Provisioning],
+        )?;
+        self.recheck_network(&rec.request.profile, rec.minimum_egress)?;
         let (provider, req) = (
             self.shared.provider.clone(),
             ActivateRequest {
@@ -448,6 +667,7 @@ impl Adapter {
             Member::Activate,
             async move { provider.activate(req).await },
             self.shared.rollback_bound,
+            Some(mark as Hold),
         )
         .await
         .map_err(|e| from_provider(op::ACTIVATE, e))?;
@@ -467,7 +687,7 @@ impl Adapter {
         if let Some(rejection) = mismatches(op::INSTANCE_IDENTITY, problems) {
             return Err(guard.reject(rejection).await);
         }
-        if let Some(r) = self.records().get_mut(instance_id) {
+        if let Some(r) = self.records().live.get_mut(instance_id) {
             r.state = RecordState::Active;
             r.instance = Arc::new(instance.clone());
         }
@@ -491,7 +711,7 @@ impl Adapter {
         command: SandboxCommand,
     ) -> Res<SandboxCommandResult> {
         let rec = self.admit(op::EXECUTE, instance_id, &[RecordState::Active])?;
-        self.recheck_network(&rec.request.profile)?;
+        self.recheck_network(&rec.request.profile, rec.minimum_egress)?;
         checks::command(&command, rec.request.profile.max_duration_seconds)?;
         let limit = command.output_limit_bytes;
         let result = self
@@ -502,29 +722,7 @@ impl Adapter {
             })
             .await
             .map_err(|e| from_provider(op::EXECUTE, e))?;
-        for (field, len) in [
-            ("stdout_base64", result.stdout_base64.len()),
-            ("stderr_base64", result.stderr_base64.len()),
-        ] {
-            if len as u64 > limit {
-                return Err(SandboxError::protocol(
-                    op::EXECUTE,
-                    field,
-                    format!("at most {limit} bytes"),
-                    format!("{len} bytes"),
-                )
-                .into());
-            }
-        }
-        if result.finished_at < result.started_at {
-            return Err(SandboxError::protocol(
-                op::EXECUTE,
-                "finished_at",
-                format!("at or after started_at {}", result.started_at),
-                result.finished_at.to_string(),
-            )
-            .into());
-        }
+        checks::protocol(op::EXECUTE, results::command_result(limit, &result))?;
         Ok(result)
     }
 
@@ -572,14 +770,16 @@ impl Adapter {
         }
         let home = home_of(op::READ_FILE, "path", path, &rec.instance.mounts)?;
         self.contained_reads()?;
+        let request = ReadFileRequest {
+            instance_id: instance_id.to_owned(),
+            path: path.to_owned(),
+            allowed_root: home.allowed_root().to_owned(),
+            maximum_bytes,
+        };
+        checks::first_refusal(op::READ_FILE, validate::read_file_request(&request))?;
         let content = self
             .provider()
-            .read_file(ReadFileRequest {
-                instance_id: instance_id.to_owned(),
-                path: path.clone(),
-                allowed_root: home.allowed_root().to_owned(),
-                maximum_bytes,
-            })
+            .read_file(request)
             .await
             .map_err(|e| from_provider(op::READ_FILE, e))?;
         if content.path != *path {
@@ -666,13 +866,15 @@ impl Adapter {
             let got = match self.provider().read_files() {
                 Some(member) => {
                     let aggregate: u64 = group.iter().map(|f| f.maximum_bytes).sum();
+                    let request = ReadFilesRequest {
+                        instance_id: instance_id.to_owned(),
+                        allowed_root: root.clone(),
+                        files: group.clone(),
+                        aggregate_maximum_bytes: aggregate,
+                    };
+                    checks::first_refusal(op::READ_FILES, validate::read_files_request(&request))?;
                     let result = member
-                        .read_files(ReadFilesRequest {
-                            instance_id: instance_id.to_owned(),
-                            allowed_root: root.clone(),
-                            files: group.clone(),
-                            aggregate_maximum_bytes: aggregate,
-                        })
+                        .read_files(request)
                         .await
                         .map_err(|e| from_provider(op::READ_FILES, e))?;
                     checks::read_files_result(&group, aggregate, &result.files)?;
@@ -728,15 +930,7 @@ impl Adapter {
         root: &str,
         max_entries: u32,
     ) -> Res<()> {
-        if max_entries > MAX_LIST_ENTRIES {
-            return Err(SandboxError::invalid_request(
-                operation,
-                "max_entries",
-                format!("at most {MAX_LIST_ENTRIES}"),
-                max_entries.to_string(),
-            )
-            .into());
-        }
+        checks::first_refusal(operation, validate::list_request(root, max_entries))?;
         let home = home_of(operation, "root", root, &rec.instance.mounts)?;
         if home.allowed_root() != root {
             return Err(SandboxError::invalid_request(
@@ -785,27 +979,10 @@ impl Adapter {
             })
             .await
             .map_err(|e| from_provider(op::LIST_DIR, e))?;
-        checks::listing(
+        checks::protocol(
             op::LIST_DIR,
-            root,
-            max_entries,
-            result.entries.iter().map(|e| &e.path),
+            results::list_dir_result(root, max_entries, &result),
         )?;
-        // Every file a member can read carries its digest.
-        if let Some((i, e)) = result
-            .entries
-            .iter()
-            .enumerate()
-            .find(|(_, e)| e.sha256.is_none() && e.size_bytes <= MAX_FILE_BYTES)
-        {
-            return Err(SandboxError::protocol(
-                op::LIST_DIR,
-                format!("entries[{i}].sha256"),
-                format!("a digest for a file of at most {MAX_FILE_BYTES} bytes"),
-                format!("absent for {} ({} bytes)", e.path, e.size_bytes),
-            )
-            .into());
-        }
         Ok(result)
     }
 
@@ -840,16 +1017,9 @@ impl Adapter {
             })
             .await
             .map_err(|e| from_provider(op::LIST_PROJECT_DIR, e))?;
-        if !result.complete {
-            return Err(
-                SandboxError::protocol(op::LIST_PROJECT_DIR, "complete", "true", "false").into(),
-            );
-        }
-        checks::listing(
+        checks::protocol(
             op::LIST_PROJECT_DIR,
-            root,
-            max_entries,
-            result.entries.iter().map(|e| &e.path),
+            results::list_project_dir_result(root, max_entries, &result),
         )?;
         Ok(result)
     }
@@ -862,7 +1032,12 @@ impl Adapter {
     /// `invalid_request` for an `expires_at` not after now;
     /// `snapshot_identity` mismatches after the rollback ran once.
     pub async fn snapshot(&self, instance_id: &str, expires_at: Timestamp) -> Res<SandboxSnapshot> {
-        let rec = self.admit(op::SNAPSHOT, instance_id, &[RecordState::Active])?;
+        let (rec, mark) = self.claim(
+            op::SNAPSHOT,
+            Member::Snapshot,
+            instance_id,
+            &[RecordState::Active],
+        )?;
         self.admit_snapshot(op::SNAPSHOT, &rec, &expires_at)?;
         let (provider, req) = (
             self.shared.provider.clone(),
@@ -876,6 +1051,7 @@ impl Adapter {
             Member::Snapshot,
             async move { provider.snapshot(req).await },
             self.shared.rollback_bound,
+            Some(mark as Hold),
         )
         .await
         .map_err(|e| from_provider(op::SNAPSHOT, e))?;
@@ -885,6 +1061,8 @@ impl Adapter {
         ) {
             return Err(guard.reject(rejection).await);
         }
+        self.records()
+            .note_snapshot(&snapshot, self.shared.clock.now());
         guard.accept();
         Ok(snapshot)
     }
@@ -977,6 +1155,7 @@ impl Adapter {
             Member::CloneSnapshot,
             async move { provider.clone_snapshot(req).await },
             self.shared.rollback_bound,
+            None,
         )
         .await
         .map_err(|e| from_provider(op::CLONE_SNAPSHOT, e))?;
@@ -986,6 +1165,8 @@ impl Adapter {
         ) {
             return Err(guard.reject(rejection).await);
         }
+        self.records()
+            .note_snapshot(&clone, self.shared.clock.now());
         guard.accept();
         Ok(clone)
     }
@@ -1004,7 +1185,12 @@ impl Adapter {
         instance_id: &str,
         snapshot_expires_at: Option<Timestamp>,
     ) -> Res<ReleaseDisposition> {
-        let rec = self.admit(op::RELEASE, instance_id, &[RecordState::Active])?;
+        let (rec, mark) = self.claim(
+            op::RELEASE,
+            Member::Release,
+            instance_id,
+            &[RecordState::Active],
+        )?;
         let durable = rec.request.profile.retention == RetentionMode::Durable;
         match (&snapshot_expires_at, durable) {
             (None, true) => {
@@ -1040,36 +1226,32 @@ impl Adapter {
             Member::Release,
             async move { provider.release(req).await },
             self.shared.rollback_bound,
+            Some(mark as Hold),
         )
         .await
         .map_err(|e| from_provider(op::RELEASE, e))?;
-        let problem = match (&disposition, snapshot_expires_at) {
-            (ReleaseDisposition::Released { .. }, None) => {
-                Some(SandboxFailure::from(SandboxError::protocol(
-                    op::RELEASE,
-                    "disposition",
-                    "destroyed (ephemeral_zdr)",
-                    "released",
-                )))
-            }
-            (ReleaseDisposition::Destroyed, Some(_)) => {
-                Some(SandboxFailure::from(SandboxError::protocol(
-                    op::RELEASE,
-                    "disposition",
-                    "released (durable)",
-                    "destroyed",
-                )))
-            }
-            (ReleaseDisposition::Released { snapshot }, Some(t)) => mismatches(
-                op::SNAPSHOT_IDENTITY,
-                check_snapshot(&rec.instance, &t, snapshot),
-            ),
-            (ReleaseDisposition::Destroyed, None) => None,
+        let problem = match results::release_disposition(snapshot_expires_at.as_ref(), &disposition)
+        {
+            Some(m) => Some(SandboxFailure::from(m.into_error(op::RELEASE))),
+            None => match (&disposition, snapshot_expires_at) {
+                (ReleaseDisposition::Released { snapshot }, Some(t)) => mismatches(
+                    op::SNAPSHOT_IDENTITY,
+                    check_snapshot(&rec.instance, &t, snapshot),
+                ),
+                _ => None,
+            },
         };
         if let Some(rejection) = problem {
             return Err(guard.reject(rejection).await);
         }
-        self.set_state(instance_id, RecordState::Released);
+        {
+            let now = self.shared.clock.now();
+            let mut book = self.records();
+            if let ReleaseDisposition::Released { snapshot } = &disposition {
+                book.note_snapshot(snapshot, now);
+            }
+            book.set_state(instance_id, RecordState::Released);
+        }
         guard.accept();
         Ok(disposition)
     }
@@ -1088,7 +1270,7 @@ impl Adapter {
         snapshot: SandboxSnapshot,
     ) -> Res<SandboxInstance> {
         self.admit_request(op::RESUME, &request)?;
-        self.recheck_network(&request.profile)?;
+        self.recheck_network(&request.profile, self.minimum_egress)?;
         if !self.envelope().snapshots {
             return Err(SandboxError::unavailable(
                 Requirement::Snapshots,
@@ -1150,6 +1332,17 @@ impl Adapter {
             )
             .into());
         }
+        let mark = {
+            let mut book = self.records();
+            if !book.resuming.insert(snapshot.snapshot_id.clone()) {
+                return Err(in_flight_conflict(op::RESUME, Member::Resume).into());
+            }
+            drop(book);
+            Arc::new(InFlight {
+                shared: self.shared.clone(),
+                claim: Claim::Resume(snapshot.snapshot_id.clone()),
+            })
+        };
         let (provider, req) = (
             self.shared.provider.clone(),
             ResumeRequest {
@@ -1162,6 +1355,7 @@ impl Adapter {
             Member::Resume,
             async move { provider.resume(req).await },
             self.shared.rollback_bound,
+            Some(mark as Hold),
         )
         .await
         .map_err(|e| from_provider(op::RESUME, e))?;
@@ -1172,9 +1366,17 @@ impl Adapter {
     /// destroy: idempotent teardown, in any state, passed through even for
     /// an id the runtime does not hold (a lost response).
     ///
+    /// Serialized with the other lifecycle calls on a held instance: a
+    /// destroy waits for an activate, snapshot, release or
+    /// beginActiveWrite in flight (and its rollback) to settle, then holds
+    /// the instance itself, so those calls are refused while it runs. It
+    /// waits rather than refuses because teardown must always be possible;
+    /// a caller bounds the wait as it bounds the destroy.
+    ///
     /// # Errors
     /// The provider's error.
     pub async fn destroy(&self, instance_id: &str) -> Res<()> {
+        let _mark = self.claim_for_destroy(instance_id).await;
         self.provider()
             .destroy(DestroyRequest {
                 instance_id: instance_id.to_owned(),
@@ -1183,6 +1385,30 @@ impl Adapter {
             .map_err(|e| from_provider(op::DESTROY, e))?;
         self.set_state(instance_id, RecordState::Destroyed);
         Ok(())
+    }
+
+    /// Waits until no serialized call is in flight on a held instance,
+    /// then marks the destroy in flight; `None` for an instance the
+    /// runtime does not hold live (passed through unserialized).
+    async fn claim_for_destroy(&self, instance_id: &str) -> Option<Arc<InFlight>> {
+        loop {
+            let idle = self.shared.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            {
+                let mut book = self.records();
+                let rec = book.live.get_mut(instance_id)?;
+                if rec.in_flight.is_none() {
+                    rec.in_flight = Some(Member::Destroy);
+                    drop(book);
+                    return Some(Arc::new(InFlight {
+                        shared: self.shared.clone(),
+                        claim: Claim::Instance(instance_id.to_owned()),
+                    }));
+                }
+            }
+            idle.await;
+        }
     }
 
     /// destroySnapshot: idempotent teardown of one snapshot.
@@ -1195,7 +1421,9 @@ impl Adapter {
                 snapshot_id: snapshot_id.to_owned(),
             })
             .await
-            .map_err(|e| from_provider(op::DESTROY_SNAPSHOT, e))
+            .map_err(|e| from_provider(op::DESTROY_SNAPSHOT, e))?;
+        self.records().snapshot_deadlines.remove(snapshot_id);
+        Ok(())
     }
 
     /// cleanup: sweep orphans before `orphaned_before`; pinned snapshots are
@@ -1212,6 +1440,7 @@ impl Adapter {
         pinned_snapshots: Vec<String>,
     ) -> Res<CleanupResult> {
         let request = admit_cleanup(now, orphaned_before, pinned_snapshots)?;
+        let pins: HashSet<String> = request.pinned_snapshots.iter().cloned().collect();
         let result = self
             .provider()
             .cleanup(request)
@@ -1231,9 +1460,26 @@ impl Adapter {
                 .into());
             }
         }
-        for id in &result.instances {
-            self.set_state(id, RecordState::Destroyed);
+        let mut book = self.records();
+        for id in result.snapshots.iter().filter(|id| pins.contains(*id)) {
+            if let Some(expires_at) = book.snapshot_deadlines.get(id).filter(|t| **t > now) {
+                return Err(SandboxError::protocol(
+                    op::CLEANUP,
+                    "snapshots",
+                    format!("the pinned snapshot {id} kept until its expires_at {expires_at}"),
+                    format!("{id} swept at {now}"),
+                )
+                .into());
+            }
         }
+        for id in &result.snapshots {
+            book.snapshot_deadlines.remove(id);
+        }
+        book.snapshot_deadlines.retain(|_, t| *t > now);
+        for id in &result.instances {
+            book.set_state(id, RecordState::Destroyed);
+        }
+        drop(book);
         Ok(result)
     }
 
@@ -1252,29 +1498,30 @@ impl Adapter {
             &request.instance_id,
             &[RecordState::Active],
         )?;
-        let Some(member) = self.provider().open_process() else {
+        if self.provider().open_process().is_none() {
             return Err(SandboxError::conflict(
                 op::OPEN_PROCESS,
                 "open_process member",
                 ConflictActual::OpenProcessUnsupported,
             )
             .into());
-        };
-        self.recheck_network(&rec.request.profile)?;
+        }
+        self.recheck_network(&rec.request.profile, rec.minimum_egress)?;
         checks::process_request(&request)?;
-        let process = member
-            .open_process(request.clone())
-            .await
-            .map_err(|e| from_provider(op::OPEN_PROCESS, e))?;
+        let process = self.open_process_tracked(request.clone()).await?;
         let problems =
             check_process_evidence(&rec.instance, &request, self.envelope(), &process.evidence);
         if let Some(rejection) = mismatches(op::OPEN_PROCESS_IDENTITY, problems) {
             let control = process.control.clone();
             drop(process);
             let bound = self.shared.rollback_bound;
-            let destroyed =
-                tokio::time::timeout(bound, tokio::spawn(async move { control.destroy().await }))
-                    .await;
+            let destroyed = tokio::time::timeout(
+                bound,
+                self.shared
+                    .tasks
+                    .spawn(async move { control.destroy().await }),
+            )
+            .await;
             let failure = match destroyed {
                 Ok(Ok(Ok(()))) => rejection,
                 Ok(Ok(Err(e))) => rejection.then(checks::from_provider(
@@ -1297,6 +1544,47 @@ impl Adapter {
         Ok(Process::new(process))
     }
 
+    /// The provider's openProcess call, run as every allocating call is
+    /// (decision 009): in a task of the adapter's tracker, so a caller
+    /// cancelled mid-call does not cancel the start half-way; a process
+    /// nobody is waiting for any more is destroyed at once, under the
+    /// rollback bound, in the same tracked task.
+    async fn open_process_tracked(&self, request: SandboxProcessRequest) -> Res<SandboxProcess> {
+        let provider = self.provider_arc();
+        let bound = self.shared.rollback_bound;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.shared.tasks.spawn(async move {
+            let result = match provider.open_process() {
+                Some(member) => member.open_process(request).await,
+                None => Err(SandboxError::conflict(
+                    op::OPEN_PROCESS,
+                    "open_process member",
+                    ConflictActual::OpenProcessUnsupported,
+                )),
+            };
+            if let Err(Ok(process)) = tx.send(result) {
+                tracing::debug!("caller gone before the process was handed over; destroying it");
+                let control = process.control.clone();
+                drop(process);
+                if tokio::time::timeout(bound, control.destroy())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!("destroy of an unclaimed process did not settle in time");
+                }
+            }
+        });
+        match rx.await {
+            Ok(result) => result.map_err(|e| from_provider(op::OPEN_PROCESS, e)),
+            Err(_) => Err(SandboxError::failed(
+                op::OPEN_PROCESS,
+                FailureReason::ProviderError,
+                "the provider call ended without a result (it panicked)",
+            )
+            .into()),
+        }
+    }
+
     /// beginActiveWrite: stage and atomically publish a batch inside the
     /// deepest read-write mount owning every target.
     ///
@@ -1309,7 +1597,12 @@ impl Adapter {
     /// an outcome naming another transaction, mount or path list.
     pub async fn begin_active_write(&self, request: ActiveWriteRequest) -> Res<ActiveWriteOutcome> {
         const OP: Operation = op::BEGIN_ACTIVE_WRITE;
-        let rec = self.admit(OP, &request.instance_id, &[RecordState::Active])?;
+        let (rec, _mark) = self.claim(
+            OP,
+            Member::BeginActiveWrite,
+            &request.instance_id,
+            &[RecordState::Active],
+        )?;
         let member = match (
             self.envelope().active_mount_write,
             self.provider().begin_active_write(),
@@ -1367,6 +1660,7 @@ impl Adapter {
             )
             .into());
         }
+        checks::first_refusal(OP, validate::active_write_request(&request))?;
         let expected_paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
         let transaction_id = request.transaction_id.clone();
         let outcome = member
@@ -1413,6 +1707,13 @@ impl Adapter {
     }
 }
 
+/// The refusal of a serialized lifecycle call while `busy` is in flight.
+fn in_flight_conflict(operation: Operation, busy: Member) -> SandboxError {
+    let actual = ConflictActual::in_flight(busy)
+        .unwrap_or_else(|| unreachable!("only serialized members are marked in flight"));
+    SandboxError::conflict(operation, "no lifecycle call in flight", actual)
+}
+
 /// Admits a cleanup (or its dry run): the cutoff not after `now`, at most
 /// 1,024 pins.
 ///
@@ -1441,11 +1742,13 @@ pub(crate) fn admit_cleanup(
         )
         .into());
     }
-    Ok(CleanupRequest {
+    let request = CleanupRequest {
         now,
         orphaned_before,
         pinned_snapshots,
-    })
+    };
+    checks::first_refusal(op::CLEANUP, validate::cleanup_request(&request))?;
+    Ok(request)
 }
 
 /// The first id that occurs twice, if any.

@@ -3,14 +3,13 @@
 
 use checkfu_sandbox_contract::identity::Mismatch;
 use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::results;
 use checkfu_sandbox_contract::validate;
 use checkfu_sandbox_contract::Operation;
 use checkfu_sandbox_contract::{
-    ReadFileOutcome, ReadFilesEntry, SandboxCommand, SandboxError, SandboxFailure, SandboxPath,
+    ReadFileOutcome, ReadFilesEntry, SandboxCommand, SandboxError, SandboxFailure,
     SandboxProcessRequest, SandboxProfile,
 };
-
-use crate::admission::{is_normalized, is_within};
 
 type Res<T> = Result<T, SandboxFailure>;
 
@@ -37,8 +36,10 @@ pub(crate) fn from_provider(operation: Operation, e: SandboxError) -> SandboxErr
     }
 }
 
-/// The first violation in `found`, as `invalid_request` under `operation`.
-fn first_refusal(operation: Operation, found: Vec<Mismatch>) -> Res<()> {
+/// The first violation in `found`, as `invalid_request` under `operation`:
+/// the last gate before a request reaches the provider, so the runtime
+/// refuses every request the author kit's `validate:` vectors refuse.
+pub(crate) fn first_refusal(operation: Operation, found: Vec<Mismatch>) -> Res<()> {
     match found.into_iter().next() {
         None => Ok(()),
         Some(m) => Err(validate::invalid_request(operation, m).into()),
@@ -79,103 +80,25 @@ pub(crate) fn profile(operation: Operation, p: &SandboxProfile) -> Res<()> {
     Ok(())
 }
 
-/// A readFiles group's result: the closed union, one per member, in order,
-/// each within its member's budget and the group's aggregate.
+/// A readFiles group's result (the contract's
+/// [`results::read_files_result`]): the closed union, one per member, in
+/// order, each within its member's budget and the group's aggregate.
 pub(crate) fn read_files_result(
     group: &[ReadFilesEntry],
     aggregate: u64,
     got: &[ReadFileOutcome],
 ) -> Res<()> {
-    let protocol = |field: String, expected: String, actual: String| -> Res<()> {
-        Err(SandboxError::protocol(op::READ_FILES, field, expected, actual).into())
-    };
-    if got.len() != group.len() {
-        return protocol(
-            "files".into(),
-            format!("{} outcomes", group.len()),
-            format!("{} outcomes", got.len()),
-        );
-    }
-    let mut total: u64 = 0;
-    for (i, (want, outcome)) in group.iter().zip(got).enumerate() {
-        if *outcome.path() != want.path {
-            return protocol(
-                format!("files[{i}].path"),
-                want.path.display(),
-                outcome.path().display(),
-            );
-        }
-        if let ReadFileOutcome::TooLarge { size_bytes, .. } = outcome {
-            if *size_bytes <= want.maximum_bytes {
-                return protocol(
-                    format!("files[{i}].size_bytes"),
-                    format!("more than maximum_bytes {}", want.maximum_bytes),
-                    size_bytes.to_string(),
-                );
-            }
-        }
-        if let ReadFileOutcome::Read { content_base64, .. } = outcome {
-            let len = content_base64.len() as u64;
-            if len > want.maximum_bytes {
-                return protocol(
-                    format!("files[{i}].content_base64"),
-                    format!("at most {} bytes", want.maximum_bytes),
-                    format!("{len} bytes"),
-                );
-            }
-            total = match total.checked_add(len) {
-                Some(t) if t <= aggregate => t,
-                _ => {
-                    return protocol(
-                        "files".into(),
-                        format!("an aggregate of at most {aggregate} bytes"),
-                        "more".into(),
-                    )
-                }
-            };
-        }
-    }
-    Ok(())
+    protocol(
+        op::READ_FILES,
+        results::read_files_result(group, aggregate, got),
+    )
 }
 
-/// A listing: at most `max_entries`, every entry under `root`, no repeats.
-pub(crate) fn listing<'a>(
-    operation: Operation,
-    root: &str,
-    max_entries: u32,
-    paths: impl Iterator<Item = &'a SandboxPath>,
-) -> Res<()> {
-    let mut seen = std::collections::BTreeSet::new();
-    let mut count: u64 = 0;
-    for (i, p) in paths.enumerate() {
-        count += 1;
-        if !is_normalized(p) || !is_within(p, root) || p == root {
-            return Err(SandboxError::protocol(
-                operation,
-                format!("entries[{i}].path"),
-                format!("a normalized path below {root}"),
-                p,
-            )
-            .into());
-        }
-        if !seen.insert(p) {
-            return Err(SandboxError::protocol(
-                operation,
-                format!("entries[{i}].path"),
-                "each path once",
-                p,
-            )
-            .into());
-        }
+/// A refusal of a provider's result: the first violation, as
+/// `SandboxProtocolInvalid` naming `operation`.
+pub(crate) fn protocol(operation: Operation, found: Option<Mismatch>) -> Res<()> {
+    match found {
+        None => Ok(()),
+        Some(m) => Err(m.into_error(operation).into()),
     }
-    if count > u64::from(max_entries) {
-        return Err(SandboxError::protocol(
-            operation,
-            "entries",
-            format!("at most {max_entries} entries"),
-            format!("{count} entries"),
-        )
-        .into());
-    }
-    Ok(())
 }

@@ -6,7 +6,10 @@
 use std::time::Duration;
 
 use checkfu_sandbox_contract::bounds::MIB;
-use checkfu_sandbox_contract::{ControlSignal, ProcessExit, SandboxError, SandboxFailure};
+use checkfu_sandbox_contract::bounds::ROLLBACK_TIMEOUT_SECONDS;
+use checkfu_sandbox_contract::{
+    ControlSignal, FailureReason, Operation, ProcessExit, ProcessStep, SandboxError, SandboxFailure,
+};
 use futures_io::AsyncRead;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::compat::FuturesAsyncReadCompatExt;
@@ -224,31 +227,58 @@ pub fn acp_frames(
     AcpFrames::new(output.compat())
 }
 
-/// The Checkpoint release helper: SIGTERM, wait at most 5 s, then SIGKILL
-/// and wait again; returns the exit.
+/// The Checkpoint release helper (spec "openProcess": a Checkpoint
+/// release awaits `wait` under a 5-second bound after sending SIGTERM;
+/// only SIGTERM is sent today): SIGTERM, then wait at most 5 s. A process
+/// that does not settle is torn down with `destroy` (bounded at 30 s, the
+/// rollback bound) and its exit awaited at most 5 s more. No other signal
+/// is sent, and every step is bounded.
 ///
 /// # Errors
-/// The provider's signal or wait errors.
+/// The provider's signal, wait or destroy error;
+/// `SandboxOperationFailed{operation: process_signal | process_destroy |
+/// process_wait, reason: timed_out}` for a step that passed its bound.
 pub async fn terminate(handle: &ProcessHandle) -> Result<ProcessExit, SandboxError> {
     terminate_within(handle, RELEASE_WAIT).await
 }
 
-/// [`terminate`] with a chosen grace period.
+/// [`terminate`] with a chosen grace period (the bound of the signal and
+/// of each wait).
 ///
 /// # Errors
-/// The provider's signal or wait errors.
+/// As [`terminate`].
 pub async fn terminate_within(
     handle: &ProcessHandle,
     grace: Duration,
 ) -> Result<ProcessExit, SandboxError> {
-    handle.signal(ControlSignal::Sigterm).await?;
-    match tokio::time::timeout(grace, handle.wait()).await {
-        Ok(exit) => exit,
-        Err(_) => {
-            handle.signal(ControlSignal::Sigkill).await?;
-            handle.wait().await
-        }
+    bounded(
+        ProcessStep::Signal,
+        grace,
+        handle.signal(ControlSignal::Sigterm),
+    )
+    .await??;
+    if let Ok(exit) = tokio::time::timeout(grace, handle.wait()).await {
+        return exit;
     }
+    let teardown = Duration::from_secs(ROLLBACK_TIMEOUT_SECONDS);
+    bounded(ProcessStep::Destroy, teardown, handle.destroy()).await??;
+    bounded(ProcessStep::Wait, grace, handle.wait()).await?
+}
+
+/// `future` under `bound`; past it, `SandboxOperationFailed{operation:
+/// process_<step>, reason: timed_out}`.
+async fn bounded<T>(
+    step: ProcessStep,
+    bound: Duration,
+    future: impl std::future::Future<Output = T>,
+) -> Result<T, SandboxError> {
+    tokio::time::timeout(bound, future).await.map_err(|_| {
+        SandboxError::failed(
+            Operation::Process(step),
+            FailureReason::TimedOut,
+            format!("did not settle within {} ms", bound.as_millis()),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -10,6 +10,12 @@ use checkfu_sandbox_contract::{
 };
 use tokio_util::task::TaskTracker;
 
+/// Something a provider call keeps alive until it and any rollback of its
+/// value settle: the runtime's in-flight marker of a lifecycle call, so a
+/// cancelled caller never lets a second call reach the provider while the
+/// first one (or its rollback) still runs.
+pub(crate) type Hold = Arc<dyn std::any::Any + Send + Sync>;
+
 /// Runs `rollback` at most once in its own task, bounded by `bound`.
 ///
 /// The task is spawned before anything is awaited, so a caller that drops
@@ -53,6 +59,7 @@ pub(crate) struct Guard {
     rollback: Option<Arc<dyn Rollback>>,
     bound: Duration,
     tasks: TaskTracker,
+    hold: Option<Hold>,
 }
 
 impl Guard {
@@ -61,6 +68,7 @@ impl Guard {
         handoff: Handoff<T>,
         bound: Duration,
         tasks: TaskTracker,
+        hold: Option<Hold>,
     ) -> (T, Guard) {
         (
             handoff.value,
@@ -69,6 +77,7 @@ impl Guard {
                 rollback: Some(handoff.rollback),
                 bound,
                 tasks,
+                hold,
             },
         )
     }
@@ -108,6 +117,7 @@ impl Drop for Guard {
         if let Some(rollback) = self.rollback.take() {
             let operation = self.member;
             let bound = self.bound;
+            let hold = self.hold.take();
             tracing::debug!(
                 %operation,
                 "handoff abandoned before ownership; rolling back"
@@ -118,6 +128,7 @@ impl Drop for Guard {
                     if let Err(e) = run_rollback(&tasks, operation, rollback, bound).await {
                         tracing::warn!(%operation, error = %e, "rollback after cancellation failed");
                     }
+                    drop(hold);
                 });
             }
         }
@@ -133,6 +144,14 @@ impl Drop for Guard {
 /// rolled back at once (bounded as every rollback is). Between the value's
 /// arrival and the guard's creation there is no await point.
 ///
+/// `hold` (the in-flight marker of a serialized lifecycle call) lives as
+/// long as the call, its guard and any rollback of its value: the task
+/// owns it while the provider call runs and hands it back with the result
+/// (it then lives in the guard); when the caller is gone, the task keeps it
+/// until the rollback of the unclaimed value settled. It is never dropped
+/// by the task after the caller already has the result, so the caller's
+/// next call cannot find it still set.
+///
 /// # Errors
 /// The provider's error, or `SandboxOperationFailed{reason:
 /// provider_error}` when the provider call panicked.
@@ -141,20 +160,24 @@ pub(crate) async fn acquire<T: Send + 'static>(
     member: Member,
     call: impl Future<Output = Result<Handoff<T>, SandboxError>> + Send + 'static,
     bound: Duration,
+    hold: Option<Hold>,
 ) -> Result<(T, Guard), SandboxError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let tracker = tasks.clone();
     tasks.spawn(async move {
         let result = call.await;
-        if let Err(Ok(handoff)) = tx.send(result) {
+        if let Err((Ok(handoff), hold)) = tx.send((result, hold)) {
             tracing::debug!(%member, "caller gone before the handoff; rolling back");
             if let Err(e) = run_rollback(&tracker, member, handoff.rollback, bound).await {
                 tracing::warn!(%member, error = %e, "rollback of an unclaimed handoff failed");
             }
+            drop(hold);
         }
     });
     match rx.await {
-        Ok(result) => result.map(|handoff| Guard::new(member, handoff, bound, tasks.clone())),
+        Ok((result, hold)) => {
+            result.map(|handoff| Guard::new(member, handoff, bound, tasks.clone(), hold))
+        }
         Err(_) => Err(SandboxError::failed(
             Operation::Member(member),
             FailureReason::ProviderError,

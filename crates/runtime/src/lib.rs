@@ -27,7 +27,7 @@ pub mod runtime;
 pub mod select;
 pub mod staging;
 
-pub use adapter::{Adapter, RecordState};
+pub use adapter::{Adapter, RecordState, ENDED_RECORDS_KEPT, SNAPSHOT_DEADLINES_KEPT};
 pub use ceiling::{Ceiling, Cut, Enrollment};
 pub use process::{Process, ProcessHandle};
 pub use runtime::SandboxRuntime;

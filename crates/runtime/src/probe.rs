@@ -42,6 +42,7 @@ impl Adapter {
             Member::Provision,
             async move { provider.provision(req).await },
             self.rollback_bound(),
+            None,
         )
         .await
         .map_err(|e| SandboxFailure::from(checks::from_provider(op::PROVISION, e)))?;

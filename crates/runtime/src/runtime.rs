@@ -68,6 +68,7 @@ impl SandboxRuntime {
         let adapter = check_capabilities(&envelope).map(|()| {
             Adapter::new(
                 provider.clone(),
+                envelope.clone(),
                 envelope,
                 self.clock.clone(),
                 self.rollback_bound,
@@ -113,6 +114,7 @@ impl SandboxRuntime {
         let adapter = Adapter::new(
             provider.clone(),
             envelope,
+            live,
             self.clock.clone(),
             self.rollback_bound,
         );
@@ -168,7 +170,9 @@ impl SandboxRuntime {
         }
     }
 
-    /// Exactly one adapter meeting every requirement.
+    /// Exactly one adapter meeting every requirement. The handle it
+    /// returns holds the instances it provisions or resumes to
+    /// `needs.minimum_egress` ([`Adapter::requiring_egress`]).
     ///
     /// # Errors
     /// - `SandboxCapabilityUnavailable{requirement: mounts}` when the mount
@@ -187,7 +191,7 @@ impl SandboxRuntime {
                 Ok(a) => {
                     let missing = unmet(a.envelope(), needs);
                     if missing.is_empty() {
-                        candidates.push(a.clone());
+                        candidates.push(a.clone().requiring_egress(needs.minimum_egress));
                     } else {
                         refused.push(UnmetAdapter {
                             provider: a.provider_id().to_owned(),

@@ -259,7 +259,7 @@ async fn docker_second_open_is_refused_while_one_is_live() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_terminate_sends_sigterm_then_sigkill_after_the_grace() {
+async fn docker_terminate_sends_sigterm_then_destroys_after_the_grace() {
     let Some(d) = docker_env("docker_terminate").await else {
         return;
     };

@@ -43,9 +43,9 @@ struct StdinState {
 #[derive(Default)]
 struct OutState {
     buf: VecDeque<u8>,
-    received: u64,
+    /// Received and acknowledged bytes, under the protocol's rules.
+    account: OutputAccount,
     consumed: u64,
-    acked: u64,
     eof: bool,
     error: Option<String>,
     waker: Option<Waker>,
@@ -81,7 +81,10 @@ impl ClientProcess {
 
     /// Bytes received of stdout and stderr.
     pub(crate) fn received(&self) -> (u64, u64) {
-        (lock(&self.out[0]).received, lock(&self.out[1]).received)
+        (
+            lock(&self.out[0]).account.received,
+            lock(&self.out[1]).account.received,
+        )
     }
 
     /// Applies a `process/resume` reply (from the reader task, before any
@@ -222,6 +225,10 @@ pub(crate) fn client_process(
     })
 }
 
+fn violation(m: Mismatch) -> Broken {
+    Broken::Violation(m.field, m.expected, m.actual)
+}
+
 fn frame<T: DeserializeOwned>(method: &str, params: &Value) -> Result<T, Broken> {
     decode_fields::<T>(params)
         .map_err(|m| Broken::Violation(format!("{method}.{}", m.field), m.expected, m.actual))
@@ -258,30 +265,14 @@ pub(crate) fn client_notification(
             if let Some(p) = find(&f.process) {
                 let mut o = lock(&p.out[index(f.stream)]);
                 let data = f.data_base64.0;
-                if f.offset > o.received {
-                    return Err(Broken::Violation(
-                        format!("{method}.offset"),
-                        format!("at most {} (no gap)", o.received),
-                        f.offset.to_string(),
-                    ));
-                }
                 // A chunk resent after a reconnect may overlap: keep only
                 // the bytes not yet received.
-                let skip = usize::try_from(o.received - f.offset).unwrap_or(usize::MAX);
+                let skip = o
+                    .account
+                    .output(f.offset, data.len(), p.window)
+                    .map_err(violation)?;
                 let fresh = data.get(skip..).unwrap_or(&[]);
-                let unacked = o.received + fresh.len() as u64 - o.acked;
-                if unacked > p.window {
-                    return Err(Broken::Violation(
-                        format!("{method}.data_base64"),
-                        format!(
-                            "at most {} unacknowledged bytes (the replay window)",
-                            p.window
-                        ),
-                        format!("{unacked} bytes"),
-                    ));
-                }
                 o.buf.extend(fresh);
-                o.received += fresh.len() as u64;
                 if let Some(w) = o.waker.take() {
                     w.wake();
                 }
@@ -291,13 +282,7 @@ pub(crate) fn client_notification(
             let f: EofFrame = frame(method, &params)?;
             if let Some(p) = find(&f.process) {
                 let mut o = lock(&p.out[index(f.stream)]);
-                if f.offset != o.received {
-                    return Err(Broken::Violation(
-                        format!("{method}.offset"),
-                        o.received.to_string(),
-                        f.offset.to_string(),
-                    ));
-                }
+                o.account.eof(f.offset).map_err(violation)?;
                 o.eof = true;
                 if let Some(w) = o.waker.take() {
                     w.wake();
@@ -442,8 +427,9 @@ impl futures_io::AsyncRead for ClientOutput {
             *slot = byte;
         }
         o.consumed += n as u64;
-        if o.consumed - o.acked >= STREAM_CHUNK_BYTES as u64 || o.buf.is_empty() {
-            o.acked = o.consumed;
+        if o.consumed - o.account.acked >= STREAM_CHUNK_BYTES as u64 || o.buf.is_empty() {
+            let consumed = o.consumed;
+            o.account.ack(consumed);
             let offset = o.consumed;
             drop(o);
             self.conn.notify(

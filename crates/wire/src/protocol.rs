@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use checkfu_sandbox_contract::bounds::{MAX_WIRE_DOCUMENT_BYTES, MIB};
 use checkfu_sandbox_contract::conformance::token::Token;
 use checkfu_sandbox_contract::{
-    Bytes, ControlSignal, Platform, ProcessExit, SandboxError, SandboxProcessEvidence,
+    Bytes, ControlSignal, Mismatch, Platform, ProcessExit, SandboxError, SandboxProcessEvidence,
     SandboxProviderCapabilities, Tier, Timestamp,
 };
 use schemars::JsonSchema;
@@ -534,6 +534,72 @@ pub enum StreamName {
     Stdout,
     /// Standard error: diagnostic, same framing.
     Stderr,
+}
+
+/// The runner's account of one output stream (stdout or stderr) of a
+/// served process: the rules `process/output`, `process/ack` and
+/// `process/eof` frames are held to, as one pure state machine that the
+/// client and the author kit's `frames:open_process` vectors both run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutputAccount {
+    /// Bytes received (the next expected offset).
+    pub received: u64,
+    /// Bytes the runner acknowledged (consumed).
+    pub acked: u64,
+}
+
+impl OutputAccount {
+    /// Applies a `process/output` of `len` bytes at `offset` under the
+    /// replay window `window`; returns how many leading bytes are a resend
+    /// already received (a chunk resent after a reconnect may overlap).
+    ///
+    /// # Errors
+    /// A [`Mismatch`] naming `process/output.offset` for a gap (an offset
+    /// past what was received) or `process/output.data_base64` for more
+    /// unacknowledged bytes than the window.
+    pub fn output(&mut self, offset: u64, len: usize, window: u64) -> Result<usize, Mismatch> {
+        if offset > self.received {
+            return Err(Mismatch::new(
+                format!("{}.offset", method::PROCESS_OUTPUT),
+                format!("at most {} (no gap)", self.received),
+                offset.to_string(),
+            ));
+        }
+        let skip = usize::try_from(self.received - offset).unwrap_or(usize::MAX);
+        let fresh = len.saturating_sub(skip) as u64;
+        let unacked = self.received + fresh - self.acked;
+        if unacked > window {
+            return Err(Mismatch::new(
+                format!("{}.data_base64", method::PROCESS_OUTPUT),
+                format!("at most {window} unacknowledged bytes (the replay window)"),
+                format!("{unacked} bytes"),
+            ));
+        }
+        self.received += fresh;
+        Ok(skip)
+    }
+
+    /// Applies a `process/eof` at `offset`.
+    ///
+    /// # Errors
+    /// A [`Mismatch`] naming `process/eof.offset` unless `offset` is
+    /// exactly the bytes received.
+    pub fn eof(&self, offset: u64) -> Result<(), Mismatch> {
+        if offset != self.received {
+            return Err(Mismatch::new(
+                format!("{}.offset", method::PROCESS_EOF),
+                self.received.to_string(),
+                offset.to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The runner acknowledged every byte before `offset` (never moves
+    /// back, never past what was received).
+    pub fn ack(&mut self, offset: u64) {
+        self.acked = self.acked.max(offset.min(self.received));
+    }
 }
 
 /// `process/stdin`: bytes at `offset` of the stdin stream.

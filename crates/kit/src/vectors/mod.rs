@@ -5,12 +5,14 @@ mod command;
 mod decode_invalid;
 mod decode_valid;
 mod envelope;
+mod frames;
 mod instance;
 mod mounts;
 mod other_requests;
 mod paths;
 mod process;
 mod reads;
+mod results;
 mod snapshot;
 
 use serde::Serialize;
@@ -33,11 +35,13 @@ use command::validate_command;
 use decode_invalid::decode_invalid;
 use decode_valid::decode_valid;
 use envelope::envelope_invalid;
+use frames::open_process_frames;
 use instance::instance_identity;
 use mounts::validate_mounts;
 use other_requests::validate_other;
 use process::process_identity;
 use reads::validate_reads;
+use results::result_checks;
 use snapshot::{clone_identity, snapshot_identity};
 
 /// The request types with a `validate:<Type>` check.
@@ -52,6 +56,15 @@ pub(crate) const VALIDATED_TYPES: &[&str] = &[
     "SandboxProcessRequest",
     "SandboxProvisionRequest",
     "WriteFileRequest",
+];
+
+/// The result types with a `result:<Type>` check.
+pub(crate) const RESULT_TYPES: &[&str] = &[
+    "ListDirResult",
+    "ListProjectDirResult",
+    "ReadFilesResult",
+    "ReleaseDisposition",
+    "SandboxCommandResult",
 ];
 
 /// One vector before rendering.
@@ -277,6 +290,48 @@ impl Vectors {
         );
     }
 
+    fn ok_result(&mut self, name: &str, description: &str, ty: &str, input: Value) {
+        self.push(
+            true,
+            name,
+            description,
+            format!("result:{ty}"),
+            input,
+            json!({"outcome": "accepted"}),
+            None,
+        );
+    }
+
+    /// A result the runtime refuses as `SandboxProtocolInvalid{operation}`
+    /// at `field`, with both values.
+    #[allow(clippy::too_many_arguments)] // one vector's declared facts, named at each call
+    fn bad_result(
+        &mut self,
+        name: &str,
+        description: &str,
+        ty: &str,
+        input: Value,
+        operation: &str,
+        field: &str,
+        expected: &str,
+        actual: &str,
+    ) {
+        let expect = json!({
+            "outcome": "refused",
+            "field": field,
+            "error": {"_tag": "SandboxProtocolInvalid", "operation": operation, "field": field, "expected": expected, "actual": actual},
+        });
+        self.push(
+            false,
+            name,
+            description,
+            format!("result:{ty}"),
+            input,
+            expect,
+            None,
+        );
+    }
+
     fn ok_identity(&mut self, name: &str, description: &str, check: &str, input: Value) {
         self.push(
             true,
@@ -326,6 +381,8 @@ pub(crate) fn all() -> Vec<Vector> {
     validate_other(&mut v);
     validate_mounts(&mut v);
     paths::byte_paths(&mut v);
+    result_checks(&mut v);
+    open_process_frames(&mut v);
     v.0
 }
 

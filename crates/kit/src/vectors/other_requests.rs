@@ -32,6 +32,15 @@ pub(super) fn validate_other(v: &mut Vectors) {
         "rejects",
     );
     v.bad_validate(
+        "validate-cleanup-pin-empty",
+        "An empty pinned snapshot id pins nothing and is refused.",
+        ty,
+        json!({"request": {"now": now, "orphaned_before": before, "pinned_snapshots": ["snap-1", ""]}}),
+        "cleanup",
+        "pinned_snapshots[1]",
+        "accepts",
+    );
+    v.bad_validate(
         "validate-cleanup-cutoff-after-now",
         "orphaned_before one millisecond after now.",
         ty,

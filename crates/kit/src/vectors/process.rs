@@ -83,6 +83,14 @@ pub(super) fn process_identity(v: &mut Vectors) {
         &|e| e.network_mode = NetworkMode::None,
     );
     case(
+        "open-process-identity-started-at",
+        "Evidence of a process that started at the instance's hard expiry (decision 003: it must start strictly before).",
+        "started_at",
+        format!("strictly before the instance's expires_at {}", show(&inst.expires_at)),
+        show(&inst.expires_at),
+        &|e| e.started_at = instance(InstanceState::Active).expires_at,
+    );
+    case(
         "open-process-identity-executable",
         "Evidence naming another executable than the request's.",
         "executable",

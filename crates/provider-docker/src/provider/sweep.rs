@@ -257,38 +257,135 @@ impl Inner {
         let result = request.would_sweep(&crate::members::candidates(&inv));
         // Instances first (a container may be built from a snapshot's
         // image), then snapshots. Within a phase a few run at once; every
-        // object is attempted, and the first failure is reported after.
+        // object is attempted.
         type Sweep<'a> = std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<(), SandboxError>> + Send + 'a>,
+            Box<dyn std::future::Future<Output = (String, Result<(), SandboxError>)> + Send + 'a>,
         >;
         let mut instance_sweeps: Vec<Sweep<'_>> = Vec::new();
         for id in &result.instances {
-            if inv.instances_on_daemon.contains(id) {
-                instance_sweeps.push(Box::pin(inner.destroy_instance(OP, id)));
-            } else {
-                instance_sweeps.push(Box::pin(inner.destroy_instance_record(OP, id)));
-            }
+            let on_daemon = inv.instances_on_daemon.contains(id);
+            instance_sweeps.push(Box::pin(async move {
+                let outcome = if on_daemon {
+                    inner.destroy_instance(OP, id).await
+                } else {
+                    inner.destroy_instance_record(OP, id).await
+                };
+                (id.clone(), outcome)
+            }));
         }
         let snapshot_sweeps: Vec<Sweep<'_>> = result
             .snapshots
             .iter()
-            .map(|id| Box::pin(inner.destroy_snapshot_inner(OP, id)) as Sweep<'_>)
+            .map(|id| {
+                Box::pin(async move { (id.clone(), inner.destroy_snapshot_inner(OP, id).await) })
+                    as Sweep<'_>
+            })
             .collect();
-        let mut first_failure = None;
+        let mut outcomes = Vec::new();
         for phase in [instance_sweeps, snapshot_sweeps] {
-            let outcomes: Vec<Result<(), SandboxError>> = futures_util::stream::iter(phase)
+            let phase: Vec<(String, Result<(), SandboxError>)> = futures_util::stream::iter(phase)
                 .buffer_unordered(SWEEP_CONCURRENCY)
                 .collect()
                 .await;
-            for outcome in outcomes {
-                if let Err(e) = outcome {
-                    first_failure.get_or_insert(e);
-                }
+            outcomes.extend(phase);
+        }
+        settle_sweep(result, outcomes)
+    }
+}
+
+/// The answer of a sweep from what each attempted destroy did: the ids
+/// that were destroyed, in the planned order, even when another object
+/// failed (that object stays for the next sweep, and the failure is
+/// logged); the first failure only when nothing at all was destroyed
+/// (decision 025).
+///
+/// # Errors
+/// The first destroy failure, when every attempted destroy failed.
+pub(crate) fn settle_sweep(
+    planned: CleanupResult,
+    outcomes: Vec<(String, Result<(), SandboxError>)>,
+) -> Result<CleanupResult, SandboxError> {
+    let mut destroyed = BTreeSet::new();
+    let mut first_failure = None;
+    for (id, outcome) in outcomes {
+        match outcome {
+            Ok(()) => {
+                destroyed.insert(id);
+            }
+            Err(e) => {
+                tracing::warn!(%id, error = %e, "cleanup could not destroy an object; it stays for the next sweep");
+                first_failure.get_or_insert(e);
             }
         }
-        if let Some(e) = first_failure {
-            return Err(e);
+    }
+    match first_failure {
+        Some(e) if destroyed.is_empty() => Err(e),
+        _ => Ok(CleanupResult {
+            instances: planned
+                .instances
+                .into_iter()
+                .filter(|id| destroyed.contains(id))
+                .collect(),
+            snapshots: planned
+                .snapshots
+                .into_iter()
+                .filter(|id| destroyed.contains(id))
+                .collect(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use checkfu_sandbox_contract::FailureReason;
+
+    fn failure() -> SandboxError {
+        SandboxError::failed(op::CLEANUP, FailureReason::ProviderError, "daemon refused")
+    }
+
+    fn planned() -> CleanupResult {
+        CleanupResult {
+            instances: vec!["i-1".into(), "i-2".into()],
+            snapshots: vec!["s-1".into()],
         }
-        Ok(result)
+    }
+
+    #[test]
+    fn a_failed_object_does_not_lose_the_ids_destroyed_beside_it() {
+        let got = settle_sweep(
+            planned(),
+            vec![
+                ("i-2".into(), Ok(())),
+                ("i-1".into(), Err(failure())),
+                ("s-1".into(), Ok(())),
+            ],
+        )
+        .unwrap();
+        assert_eq!(got.instances, vec!["i-2".to_owned()]);
+        assert_eq!(got.snapshots, vec!["s-1".to_owned()]);
+    }
+
+    #[test]
+    fn a_sweep_that_destroyed_nothing_reports_the_failure() {
+        let err = settle_sweep(
+            planned(),
+            vec![
+                ("i-1".into(), Err(failure())),
+                ("i-2".into(), Err(failure())),
+                ("s-1".into(), Err(failure())),
+            ],
+        )
+        .unwrap_err();
+        assert_eq!(err, failure());
+    }
+
+    #[test]
+    fn a_clean_sweep_reports_every_planned_id() {
+        let outcomes = ["i-1", "i-2", "s-1"]
+            .into_iter()
+            .map(|id| (id.to_owned(), Ok(())))
+            .collect();
+        assert_eq!(settle_sweep(planned(), outcomes).unwrap(), planned());
     }
 }

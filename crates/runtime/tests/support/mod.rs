@@ -243,6 +243,7 @@ pub struct Inner {
     cleanup_requests: Mutex<Vec<CleanupRequest>>,
     rollback: Mutex<Behaviour>,
     process_destroy: Mutex<Behaviour>,
+    process_wait: Mutex<Behaviour>,
     /// Rollbacks started, over all operations.
     pub rollbacks: Arc<AtomicUsize>,
     /// Rollbacks that ran to completion (undid their allocation).
@@ -291,6 +292,7 @@ impl Scripted {
             cleanup_requests: Mutex::default(),
             rollback: Mutex::new(Behaviour::Succeed),
             process_destroy: Mutex::new(Behaviour::Succeed),
+            process_wait: Mutex::new(Behaviour::Succeed),
             rollbacks: Arc::default(),
             rollbacks_done: Arc::default(),
             process_destroys: Arc::default(),
@@ -399,6 +401,11 @@ impl Inner {
     /// How rollbacks behave from now on.
     pub fn set_rollback(&self, b: Behaviour) {
         *lock(&self.rollback) = b;
+    }
+
+    /// How process waits behave from now on.
+    pub fn set_process_wait(&self, b: Behaviour) {
+        *lock(&self.process_wait) = b;
     }
 
     /// How process destroys behave from now on.
@@ -662,9 +669,17 @@ struct Control {
 impl ProcessControl for Control {
     async fn wait(&self) -> Result<ProcessExit, SandboxError> {
         self.inner.process_waits.fetch_add(1, Ordering::SeqCst);
+        let behaviour = lock(&self.inner.process_wait).clone();
+        match behaviour {
+            Behaviour::Hang => std::future::pending::<()>().await,
+            Behaviour::Fail(e) => return Err(e),
+            Behaviour::Succeed => {}
+        }
         Ok(ProcessExit::ExitCode(0))
     }
-    async fn signal(&self, _signal: ControlSignal) -> Result<(), SandboxError> {
+    async fn signal(&self, signal: ControlSignal) -> Result<(), SandboxError> {
+        let name = serde_json::to_value(signal).unwrap();
+        lock(&self.inner.calls).push(format!("process_signal {}", name.as_str().unwrap()));
         Ok(())
     }
     async fn destroy(&self) -> Result<(), SandboxError> {
