@@ -1,5 +1,6 @@
 //! The suite against the real Docker daemon: eight passes, allowlist-egress
-//! recorded as a skip, and nothing of the target's scope left afterwards.
+//! recorded as a skip, and nothing of the target's scope left afterwards;
+//! once with the provider's default warm pool and once without a pool.
 //!
 //! Gate: without a daemon the test prints a `SKIP` line and returns, except
 //! under `CI=true`, where it fails.
@@ -46,11 +47,31 @@ async fn docker_passes_eight_skips_allowlist_and_leaves_nothing() {
     if !daemon_or_skip("docker_passes_eight_skips_allowlist_and_leaves_nothing").await {
         return;
     }
+    suite_passes_and_leaves_nothing(checkfu_sandbox_docker::DEFAULT_POOL_SIZE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_without_a_pool_passes_eight_skips_allowlist_and_leaves_nothing() {
+    if !daemon_or_skip("docker_without_a_pool_passes_eight_skips_allowlist_and_leaves_nothing")
+        .await
+    {
+        return;
+    }
+    suite_passes_and_leaves_nothing(0).await;
+}
+
+async fn suite_passes_and_leaves_nothing(pool_size: usize) {
     let target = Arc::new(
-        DockerTarget::new(&busybox(), &mut |line| eprintln!("fixture: {line}"))
-            .await
-            .expect("docker target"),
+        DockerTarget::with_pool_size(
+            &busybox(),
+            &mut |line| eprintln!("fixture: {line}"),
+            pool_size,
+        )
+        .await
+        .expect("docker target"),
     );
+    let pool = target.docker_provider().pool_status();
+    assert_eq!(pool.size, pool_size);
     let scope = target.scope().to_owned();
     let state_dir = target.docker_provider().state_dir().to_path_buf();
     let progress = |p: Progress<'_>| {
@@ -62,6 +83,7 @@ async fn docker_passes_eight_skips_allowlist_and_leaves_nothing() {
         }
     };
     let evidence = run_suite(target.clone(), &SuiteOptions::default(), &progress).await;
+    let pool = target.docker_provider().pool_status();
     let closed = target.close().await;
     let evidence = evidence.expect("suite starts");
     eprintln!("{}", evidence.table());
@@ -82,6 +104,19 @@ async fn docker_passes_eight_skips_allowlist_and_leaves_nothing() {
         .expect("one skip");
     assert_eq!(skipped.id, "allowlist-egress");
     assert_eq!(skipped.missing_tokens, vec![Token::NetworkAllowlist]);
+    // With a pool, the cases' provisions did claim pooled containers.
+    let hits: u64 = pool.shapes.iter().map(|s| s.hits).sum();
+    if pool_size > 0 {
+        assert!(
+            hits > 0,
+            "no provision claimed a pooled container: {pool:?}"
+        );
+    } else {
+        assert!(
+            pool.shapes.is_empty(),
+            "a pool of size 0 held shapes: {pool:?}"
+        );
+    }
 
     // Nothing of this scope is left at the daemon or on disk.
     let docker = daemon::connect().await.expect("daemon");

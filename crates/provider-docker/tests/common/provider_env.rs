@@ -21,8 +21,13 @@ pub struct ProviderEnv {
 
 impl ProviderEnv {
     /// Connects (or skips, see [`super::docker_or_skip`]) and builds the
-    /// fixture.
+    /// fixture; the provider keeps no warm pool.
     pub async fn new(test: &str) -> Option<ProviderEnv> {
+        Self::with_pool(test, 0).await
+    }
+
+    /// As [`ProviderEnv::new`], with a warm pool of `pool_size` per shape.
+    pub async fn with_pool(test: &str, pool_size: usize) -> Option<ProviderEnv> {
         let docker = super::docker_or_skip(test).await?;
         let pinned = super::fixture_ref(&docker).await;
         let unique = super::unique(test);
@@ -35,6 +40,7 @@ impl ProviderEnv {
                 state_dir: state_dir.clone(),
                 scope: scope.clone(),
                 clock: Arc::new(SystemClock),
+                pool_size,
             },
         )
         .expect("provider");
