@@ -846,22 +846,28 @@ async fn figures_docker_on(
             }
         })
         .await?;
+        let round = std::sync::atomic::AtomicU32::new(0);
         let base = time(reps(6), || async {
-            let c = String::from_utf8_lossy(
-                &docker_cli(&[
-                    "run",
-                    "-d",
-                    "--network",
-                    "none",
-                    &image_id,
-                    "sh",
-                    "-c",
-                    "echo state > /state; sleep 600",
-                ])
-                .await?,
-            )
-            .trim()
-            .to_owned();
+            // The container runs to its exit before the commit, so the
+            // state is written whatever the machine's load (a detached
+            // `sleep` container raced the commit under load).
+            let c = format!(
+                "checkfu-bench-{}-{}",
+                std::process::id(),
+                round.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            docker_cli(&[
+                "run",
+                "--name",
+                &c,
+                "--network",
+                "none",
+                &image_id,
+                "sh",
+                "-c",
+                "echo state > /state",
+            ])
+            .await?;
             let img = String::from_utf8_lossy(&docker_cli(&["commit", &c]).await?)
                 .trim()
                 .to_owned();
