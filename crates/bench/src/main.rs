@@ -1127,48 +1127,6 @@ fn check_doc(path: &std::path::Path, known: &[String]) -> ExitCode {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_catalogue_names_each_row_once() {
-        let names = catalogue();
-        let mut sorted = names.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(sorted.len(), names.len());
-    }
-
-    #[test]
-    fn documented_figures_are_the_first_cells_of_figure_tables_only() {
-        let doc = "text\n\n| figure | ours |\n|---|---|\n| 1a x | 1 µs |\n| 2 · phase 1 provision | 2 ms |\n\n| other | y |\n|---|---|\n| not a figure | z |\n";
-        assert_eq!(
-            documented_figures(doc),
-            vec!["1a x".to_string(), "2 · phase 1 provision".to_string()]
-        );
-    }
-
-    #[test]
-    fn a_stale_figure_fails_the_check_and_a_known_one_passes() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("doc.md");
-        let known = catalogue();
-        std::fs::write(
-            &path,
-            format!("| figure | ours |\n|---|---|\n| {} | 1 µs |\n", known[0]),
-        )
-        .expect("write");
-        assert_eq!(check_doc(&path, &known), ExitCode::SUCCESS);
-        std::fs::write(
-            &path,
-            "| figure | ours |\n|---|---|\n| 2 cold start: gone | 1 µs |\n",
-        )
-        .expect("write");
-        assert_eq!(check_doc(&path, &known), ExitCode::from(1));
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     let which = |n: u8| args.only.is_empty() || args.only.contains(&n);
@@ -1255,5 +1213,47 @@ fn main() -> ExitCode {
             eprintln!("checkfu-bench: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catalogue_names_each_row_once() {
+        let names = catalogue();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), names.len());
+    }
+
+    #[test]
+    fn documented_figures_are_the_first_cells_of_figure_tables_only() {
+        let doc = "text\n\n| figure | ours |\n|---|---|\n| 1a x | 1 µs |\n| 2 · phase 1 provision | 2 ms |\n\n| other | y |\n|---|---|\n| not a figure | z |\n";
+        assert_eq!(
+            documented_figures(doc),
+            vec!["1a x".to_string(), "2 · phase 1 provision".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_stale_figure_fails_the_check_and_a_known_one_passes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("doc.md");
+        let known = catalogue();
+        std::fs::write(
+            &path,
+            format!("| figure | ours |\n|---|---|\n| {} | 1 µs |\n", known[0]),
+        )
+        .expect("write");
+        assert_eq!(check_doc(&path, &known), ExitCode::SUCCESS);
+        std::fs::write(
+            &path,
+            "| figure | ours |\n|---|---|\n| 2 cold start: gone | 1 µs |\n",
+        )
+        .expect("write");
+        assert_eq!(check_doc(&path, &known), ExitCode::from(1));
     }
 }

@@ -32,7 +32,6 @@
 //! record claimed (the instance's own sweep removes that container).
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use checkfu_sandbox_contract::provider::op;
@@ -211,13 +210,20 @@ impl Pool {
 }
 
 /// Whether the process named by an owner value `<pid>.<nonce>` is alive on
-/// this host. An owner that does not parse counts as gone.
+/// this host (signal 0: anything but "no such process" counts as alive).
+/// An owner that does not parse counts as gone.
 fn owner_alive(owner: &str) -> bool {
     owner
         .split('.')
         .next()
-        .and_then(|p| p.parse::<u32>().ok())
-        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        .and_then(|p| p.parse::<i32>().ok())
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|pid| {
+            !matches!(
+                rustix::process::test_kill_process(pid),
+                Err(rustix::io::Errno::SRCH)
+            )
+        })
 }
 
 impl Inner {
@@ -525,6 +531,9 @@ impl Inner {
             {
                 continue;
             }
+            // The owner file sits beside the bound directories, out of the
+            // workload's reach (and no workload ever ran in an unclaimed slot).
+            #[allow(clippy::disallowed_methods)]
             let owner = std::fs::read_to_string(e.path().join(OWNER_FILE)).unwrap_or_default();
             if owner == self.pool.owner || !owner_alive(&owner) {
                 let _ = std::fs::remove_dir_all(e.path());
