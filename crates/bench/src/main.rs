@@ -112,7 +112,8 @@ struct Row {
 
 /// The providers the lifecycle figures (2 and 7) run against: a row-name
 /// tag (`2`, `2p`, ...) and the label in the row name. Another provider's
-/// rows are one entry here and one [`Subject`] in its figure function.
+/// rows are one entry here and one [`DockerBench`]-like subject in its
+/// figure function.
 const SUBJECTS: [(&str, &str); 2] = [("", "docker, no pool"), ("p", "docker, warm pool")];
 
 /// The phases of one lifecycle, in order (figure 2 and 7 phase rows).

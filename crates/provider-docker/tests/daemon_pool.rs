@@ -247,9 +247,9 @@ async fn cleanup_sweeps_pool_slots_of_a_gone_owner_and_keeps_live_and_claimed_on
         .collect();
     assert_eq!(live.len(), 1, "{live:?}");
 
-    // A slot left by a provider whose process is gone: a pid above any
-    // pid_max (at most 2^22) in its owner label and owner file.
-    let gone_owner = "4194305000.deadbeef0000";
+    // A slot left by a provider whose process is gone: a pid one above the
+    // largest pid_max Linux allows (2^22), which no process can have.
+    let gone_owner = "4194305.deadbeef0000";
     let slot = "p-0123456789abcdef01234567";
     let slot_dir = env.state_dir.join("instances").join(slot);
     std::fs::create_dir_all(&slot_dir).expect("slot dir");

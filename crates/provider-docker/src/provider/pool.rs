@@ -55,7 +55,8 @@ pub(super) const OWNER_FILE: &str = "pool-owner";
 pub const KIND_POOL: &str = "pool";
 /// Label: the pool slot id of a pooled container.
 pub const LABEL_POOL_SLOT: &str = "checkfu.sandbox.pool_slot";
-/// Label: the shape digest of a pooled container (see [`Shape`]).
+/// Label: the shape digest of a pooled container: 16 hex digits of SHA-256
+/// over its image, limits, network mode and mount plan.
 pub const LABEL_POOL_SHAPE: &str = "checkfu.sandbox.pool_shape";
 /// Label: the provider object that created a pooled container,
 /// `<pid>.<nonce>`.
