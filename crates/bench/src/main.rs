@@ -19,53 +19,81 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(
     name = "checkfu-bench",
-    after_help = "Examples:\n  checkfu-bench                      # every figure, table on stdout\n  checkfu-bench --quick --out table.md\n  checkfu-bench --only 1 --only 3\n\nFigures: 1 runtime overhead (memory), 2 cold start, 3 warm execute, 4 readFile 16 MiB,\n5 durable round trip, 6 cleanup of 100 and 1,000 orphans, 7 16 concurrent lifecycles,\n8 wire overhead (memory oracle served by this binary on stdio: execute, openProcess stdout),\n9 allowlist activation (Docker: nftables rules loaded into the instance) vs network none."
+    after_help = "Examples:\n  checkfu-bench                      # every figure, table on stdout\n  checkfu-bench --quick --out table.md\n  checkfu-bench --only 1 --only 3\n\nFigures: 1 runtime overhead (memory), 2 cold start (without and from a warm pool), 3 warm execute,\n4 readFile 16 MiB, 5 durable round trip, 6 cleanup of 100 and 1,000 orphans,\n7 16 concurrent lifecycles (without and from a warm pool), 8 wire overhead (memory oracle served\nby this binary on stdio: execute, openProcess stdout), 9 idle cost of a pooled container,\n10 allowlist activation (Docker: nftables rules loaded into the instance) vs network none.\n\n  checkfu-bench --list                                   # every row name, nothing measured\n  checkfu-bench --quick --only 1 --check-doc docs/PERFORMANCE.md"
 )]
 struct Args {
     /// Fewer repetitions (a smoke run).
     #[arg(long)]
     quick: bool,
-    /// Run only this figure (1-9, repeatable).
+    /// Run only this figure (1-10, repeatable).
     #[arg(long = "only", value_name = "N")]
     only: Vec<u8>,
     /// Also write the table to FILE.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Print the name of every row a full run produces (the catalogue),
+    /// one per line, and measure nothing.
+    #[arg(long)]
+    list: bool,
+    /// After the run, check that every figure the tables of FILE name (the
+    /// first cell of rows of a `| figure |` table) is one this bench
+    /// produces; exit 1 naming those it does not. Presence only, never
+    /// timings.
+    #[arg(long, value_name = "FILE")]
+    check_doc: Option<PathBuf>,
     /// Serve the memory oracle over the wire protocol on stdin/stdout
     /// (figure 8 spawns this binary so).
     #[arg(long, hide = true)]
     serve_memory: bool,
 }
 
-/// Median and p10/p90 of a sample, in seconds.
+/// What a figure counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    /// Seconds of wall clock.
+    Seconds,
+    /// Bytes.
+    Bytes,
+    /// A number of things (processes).
+    Count,
+}
+
+/// Median and p10/p90 of a sample, in `unit`.
 #[derive(Debug, Clone, Copy)]
 struct Stat {
     median: f64,
     p10: f64,
     p90: f64,
     n: usize,
+    unit: Unit,
 }
 
-fn stat(mut xs: Vec<Duration>) -> Stat {
-    xs.sort();
-    let at = |q: f64| xs[((xs.len() - 1) as f64 * q).round() as usize].as_secs_f64();
+fn stat(xs: Vec<Duration>) -> Stat {
+    stat_of(
+        xs.into_iter().map(|d| d.as_secs_f64()).collect(),
+        Unit::Seconds,
+    )
+}
+
+fn stat_of(mut xs: Vec<f64>, unit: Unit) -> Stat {
+    xs.sort_by(f64::total_cmp);
+    let at = |q: f64| xs[((xs.len() - 1) as f64 * q).round() as usize];
     Stat {
         median: at(0.5),
         p10: at(0.1),
         p90: at(0.9),
         n: xs.len(),
+        unit,
     }
 }
 
 fn show(s: &Stat) -> String {
-    let unit = |x: f64| {
-        if x >= 1.0 {
-            format!("{x:.2} s")
-        } else if x >= 1e-3 {
-            format!("{:.2} ms", x * 1e3)
-        } else {
-            format!("{:.2} µs", x * 1e6)
-        }
+    let unit = |x: f64| match s.unit {
+        Unit::Seconds if x >= 1.0 => format!("{x:.2} s"),
+        Unit::Seconds if x >= 1e-3 => format!("{:.2} ms", x * 1e3),
+        Unit::Seconds => format!("{:.2} µs", x * 1e6),
+        Unit::Bytes => format!("{:.2} MiB", x / f64::from(1u32 << 20)),
+        Unit::Count => format!("{x:.0}"),
     };
     format!(
         "{} ({}–{}, n={})",
@@ -82,6 +110,100 @@ struct Row {
     baseline: Option<(String, Stat)>,
 }
 
+/// The providers the lifecycle figures (2 and 7) run against: a row-name
+/// tag (`2`, `2p`, ...) and the label in the row name. Another provider's
+/// rows are one entry here and one [`DockerBench`]-like subject in its
+/// figure function.
+const SUBJECTS: [(&str, &str); 2] = [("", "docker, no pool"), ("p", "docker, warm pool")];
+
+/// The phases of one lifecycle, in order (figure 2 and 7 phase rows).
+const PHASES: [&str; 4] = ["1 provision", "2 activate", "3 execute", "4 release"];
+
+const FIG_1A: &str = "1a execute `true` (memory): validated vs direct";
+const FIG_1B: &str = "1b readFile 1 KiB (memory): validated vs direct";
+const FIG_1C: &str = "1c provision+activate+destroy (memory): validated vs direct";
+const FIG_3: &str = "3 warm execute `true`";
+const FIG_4: &str = "4 readFile of a 16 MiB file";
+const FIG_5: &str = "5 durable round trip (release with snapshot, resume, read one file)";
+const FIG_6: &str = "6 cleanup of 1,000 orphans vs of 100 (growth)";
+const FIG_8A: &str = "8a execute `true` (memory): stdio wire vs in process, both validated";
+const FIG_8A_DIFF: &str = "8a · wire overhead per execute (difference of medians)";
+const FIG_8B: &str = "8b openProcess stdout 64 MiB (memory): stdio wire vs in process";
+const FIG_9_MEMORY: &str = "9 idle pooled container: memory";
+const FIG_9_PIDS: &str = "9 · idle pooled container: processes";
+const FIG_10: &str =
+    "10 provision+activate+release, allowlist (1 destination, rules loaded and read back)";
+
+fn fig_2(tag: &str, label: &str) -> String {
+    format!("2{tag} cold start ({label}): provision+activate+execute(`true`)+release")
+}
+
+fn fig_2_phase(tag: &str, phase: &str) -> String {
+    format!("2{tag} · phase {phase}")
+}
+
+fn fig_7(tag: &str, label: &str) -> String {
+    format!("7{tag} 16 concurrent lifecycles ({label})")
+}
+
+fn fig_7_phase(tag: &str, phase: &str) -> String {
+    format!("7{tag} · phase {phase} (each of 16)")
+}
+
+/// Every row name a full run produces, in table order.
+fn catalogue() -> Vec<String> {
+    let mut names: Vec<String> = [FIG_1A, FIG_1B, FIG_1C].map(String::from).to_vec();
+    for (tag, label) in SUBJECTS {
+        names.push(fig_2(tag, label));
+        names.extend(PHASES.iter().map(|p| fig_2_phase(tag, p)));
+    }
+    names.extend([FIG_3, FIG_4, FIG_5, FIG_6].map(String::from));
+    for (tag, label) in SUBJECTS {
+        names.push(fig_7(tag, label));
+        names.extend(PHASES.iter().map(|p| fig_7_phase(tag, p)));
+    }
+    names.extend(
+        [
+            FIG_8A,
+            FIG_8A_DIFF,
+            FIG_8B,
+            FIG_9_MEMORY,
+            FIG_9_PIDS,
+            FIG_10,
+        ]
+        .map(String::from),
+    );
+    names
+}
+
+/// The figure names in the first cell of every row of every `| figure |`
+/// table of a markdown document.
+fn documented_figures(doc: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut in_table = false;
+    for line in doc.lines() {
+        let line = line.trim();
+        if !line.starts_with('|') {
+            in_table = false;
+            continue;
+        }
+        let first = line
+            .trim_matches('|')
+            .split('|')
+            .next()
+            .unwrap_or("")
+            .trim();
+        if first == "figure" {
+            in_table = true;
+            continue;
+        }
+        if in_table && !first.chars().all(|c| c == '-' || c == ':') {
+            names.push(first.to_owned());
+        }
+    }
+    names
+}
+
 async fn time<F, Fut, T>(reps: usize, mut f: F) -> Result<Stat, String>
 where
     F: FnMut() -> Fut,
@@ -89,6 +211,24 @@ where
 {
     let mut xs = Vec::with_capacity(reps);
     for _ in 0..reps {
+        let start = Instant::now();
+        f().await?;
+        xs.push(start.elapsed());
+    }
+    Ok(stat(xs))
+}
+
+/// As [`time`], with `setup` run (untimed) before each repetition.
+async fn time_after<S, SFut, F, Fut, T>(reps: usize, mut setup: S, mut f: F) -> Result<Stat, String>
+where
+    S: FnMut() -> SFut,
+    SFut: Future<Output = Result<(), String>>,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let mut xs = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        setup().await?;
         let start = Instant::now();
         f().await?;
         xs.push(start.elapsed());
@@ -217,7 +357,7 @@ async fn figure1(reps: usize, rows: &mut Vec<Row>) -> Result<(), String> {
     })
     .await?;
     rows.push(Row {
-        figure: "1a execute `true` (memory): validated vs direct".into(),
+        figure: FIG_1A.into(),
         ours,
         baseline: Some(("direct provider call".into(), base)),
     });
@@ -242,7 +382,7 @@ async fn figure1(reps: usize, rows: &mut Vec<Row>) -> Result<(), String> {
     })
     .await?;
     rows.push(Row {
-        figure: "1b readFile 1 KiB (memory): validated vs direct".into(),
+        figure: FIG_1B.into(),
         ours,
         baseline: Some(("direct provider call".into(), base)),
     });
@@ -272,7 +412,7 @@ async fn figure1(reps: usize, rows: &mut Vec<Row>) -> Result<(), String> {
     })
     .await?;
     rows.push(Row {
-        figure: "1c provision+activate+destroy (memory): validated vs direct".into(),
+        figure: FIG_1C.into(),
         ours,
         baseline: Some(("direct provider calls".into(), base)),
     });
@@ -280,6 +420,8 @@ async fn figure1(reps: usize, rows: &mut Vec<Row>) -> Result<(), String> {
     Ok(())
 }
 
+/// One provider the lifecycle figures run against: its adapter, the image
+/// its instances start from, and the phase durations recorded so far.
 struct DockerBench {
     adapter: Adapter,
     provider: DockerProvider,
@@ -289,13 +431,16 @@ struct DockerBench {
     _state: tempfile::TempDir,
 }
 
-async fn docker_bench() -> Result<DockerBench, String> {
+async fn docker_bench(name: &str, pool_size: usize) -> Result<DockerBench, String> {
     let state = tempfile::tempdir().map_err(fail("state dir"))?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let provider = DockerProvider::connect(DockerConfig {
-        state_dir: state.path().to_path_buf(),
-        scope: format!("bench-{}", std::process::id()),
-        clock: clock.clone(),
+        pool_size,
+        ..DockerConfig::new(
+            state.path().to_path_buf(),
+            format!("bench-{name}-{}", std::process::id()),
+            clock.clone(),
+        )
     })
     .await
     .map_err(fail("docker"))?;
@@ -337,6 +482,20 @@ impl DockerBench {
         )
     }
 
+    /// The request every lifecycle of figures 2 and 7 provisions.
+    fn lifecycle_request(&self) -> SandboxProvisionRequest {
+        self.request(RetentionMode::EphemeralZdr, vec![], 3600)
+    }
+
+    /// Untimed: brings the warm pool (if any) back to its size.
+    async fn prewarm(&self) -> Result<(), String> {
+        self.provider
+            .prewarm(&self.lifecycle_request())
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
     /// One cold lifecycle, recording each phase's duration.
     async fn lifecycle(&self) -> Result<(), String> {
         let mut t = Instant::now();
@@ -352,80 +511,224 @@ impl DockerBench {
         };
         let i = self
             .adapter
-            .provision(self.request(RetentionMode::EphemeralZdr, vec![], 3600))
+            .provision(self.lifecycle_request())
             .await
             .map_err(f)?;
-        lap("1 provision");
+        lap(PHASES[0]);
         self.adapter.activate(&i.instance_id).await.map_err(f)?;
-        lap("2 activate");
+        lap(PHASES[1]);
         self.adapter
             .execute(&i.instance_id, true_cmd())
             .await
             .map_err(f)?;
-        lap("3 execute");
+        lap(PHASES[2]);
         self.adapter
             .release(&i.instance_id, None)
             .await
             .map_err(f)?;
-        lap("4 release");
+        lap(PHASES[3]);
         Ok(())
     }
 
-    async fn container_of(&self, instance_id: &str) -> Result<String, String> {
-        let out = docker_cli(&[
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=checkfu.sandbox.instance_id={instance_id}"),
-        ])
-        .await?;
-        let id = String::from_utf8_lossy(&out).trim().to_owned();
-        if id.is_empty() {
-            Err(format!("no container for {instance_id}"))
-        } else {
-            Ok(id)
-        }
+    fn take_phases(&self) -> BTreeMap<&'static str, Vec<Duration>> {
+        std::mem::take(&mut *self.phases.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Sixteen lifecycles at once.
+    async fn sixteen(self: &Arc<Self>) -> Result<(), String> {
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..16 {
+            let b = self.clone();
+            set.spawn(async move { b.lifecycle().await });
+        }
+        while let Some(r) = set.join_next().await {
+            r.map_err(fail("join"))??;
+        }
+        Ok(())
+    }
+
+    /// Everything of the bench's scope: the pool, then every instance and
+    /// snapshot.
     async fn sweep(&self) -> Result<(), String> {
+        let mut problems = self.provider.drain_pool().await;
         let now = self.clock.now().add_seconds(10 * 365 * 86400);
-        self.adapter
-            .cleanup(now, now, vec![])
-            .await
-            .map_err(f)
-            .map(|_| ())
+        if let Err(e) = self.adapter.cleanup(now, now, vec![]).await {
+            problems.push(e.to_string());
+        }
+        problems.extend(self.provider.destroy_all().await);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 }
+
+/// `docker run --rm <image> true` sixteen times at once.
+async fn sixteen_docker_runs(image_id: &str) -> Result<(), String> {
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let id = image_id.to_owned();
+        set.spawn(
+            async move { docker_cli(&["run", "--rm", "--network", "none", &id, "true"]).await },
+        );
+    }
+    while let Some(r) = set.join_next().await {
+        r.map_err(fail("join"))??;
+    }
+    Ok(())
+}
+
+/// Memory in use (as `docker stats` computes it: usage less inactive file
+/// pages) and processes of a running container.
+async fn idle_cost(
+    docker: &checkfu_sandbox_docker::Docker,
+    id: &str,
+) -> Result<(f64, f64), String> {
+    use futures_util::StreamExt as _;
+    let opts = checkfu_sandbox_docker::bollard::query_parameters::StatsOptionsBuilder::new()
+        .stream(false)
+        .one_shot(false)
+        .build();
+    let s = docker
+        .stats(id, Some(opts))
+        .next()
+        .await
+        .ok_or_else(|| format!("no stats for {id}"))?
+        .map_err(fail("stats"))?;
+    let mem = s.memory_stats.unwrap_or_default();
+    let inactive = mem
+        .stats
+        .as_ref()
+        .and_then(|m| {
+            m.get("total_inactive_file")
+                .or_else(|| m.get("inactive_file"))
+                .copied()
+        })
+        .unwrap_or(0);
+    let used = mem.usage.unwrap_or(0).saturating_sub(inactive);
+    let pids = s.pids_stats.and_then(|p| p.current).unwrap_or(0);
+    Ok((used as f64, pids as f64))
+}
+
+/// Figure 9: what a pooled container costs while it waits, against an
+/// idle container the docker CLI started from the same image.
+async fn figure9(b: &DockerBench, image_id: &str, rows: &mut Vec<Row>) -> Result<(), String> {
+    b.prewarm().await?;
+    let pooled = checkfu_sandbox_docker::daemon::list_containers_by_labels(
+        b.provider.docker(),
+        &[
+            (
+                checkfu_sandbox_docker::labels::LABEL_SCOPE,
+                b.provider.scope(),
+            ),
+            (
+                checkfu_sandbox_docker::labels::LABEL_KIND,
+                checkfu_sandbox_docker::labels::KIND_POOL,
+            ),
+        ],
+    )
+    .await
+    .map_err(fail("listing the pool"))?;
+    if pooled.is_empty() {
+        return Err("figure 9: the pool holds no container".into());
+    }
+    // Let the freshly started shells settle before sampling.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (mut mem, mut pids) = (Vec::new(), Vec::new());
+    for c in &pooled {
+        let (m, p) = idle_cost(b.provider.docker(), c.id.as_deref().unwrap_or_default()).await?;
+        mem.push(m);
+        pids.push(p);
+    }
+    let idle = String::from_utf8_lossy(
+        &docker_cli(&["run", "-d", "--network", "none", image_id, "sleep", "3600"]).await?,
+    )
+    .trim()
+    .to_owned();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sampled = idle_cost(b.provider.docker(), &idle).await;
+    docker_cli(&["rm", "-f", &idle]).await?;
+    let (base_mem, base_pids) = sampled?;
+    let baseline = "idle `docker run -d <fixture> sleep 3600`";
+    rows.push(Row {
+        figure: FIG_9_MEMORY.into(),
+        ours: stat_of(mem, Unit::Bytes),
+        baseline: Some((baseline.into(), stat_of(vec![base_mem], Unit::Bytes))),
+    });
+    rows.push(Row {
+        figure: FIG_9_PIDS.into(),
+        ours: stat_of(pids, Unit::Count),
+        baseline: Some((baseline.into(), stat_of(vec![base_pids], Unit::Count))),
+    });
+    Ok(())
+}
+
+/// Pool size of the warm-pool subject of figure 2 (the provider's default).
+const POOL_FIGURE_2: usize = checkfu_sandbox_docker::DEFAULT_POOL_SIZE;
+/// Pool size of the warm-pool subject of figure 7 (one per lifecycle).
+const POOL_FIGURE_7: usize = 16;
 
 async fn figures_docker(
     which: &dyn Fn(u8) -> bool,
     quick: bool,
     rows: &mut Vec<Row>,
 ) -> Result<(), String> {
-    let b = docker_bench().await?;
+    let b = docker_bench("plain", 0).await?;
+    let result = figures_docker_on(&b, which, quick, rows).await;
+    let swept = b.sweep().await;
+    result.and(swept)
+}
+
+async fn figures_docker_on(
+    b: &DockerBench,
+    which: &dyn Fn(u8) -> bool,
+    quick: bool,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
     let image_id = format!("sha256:{}", b.image.digest().hex());
     let reps = |full: usize| if quick { (full / 4).max(3) } else { full };
 
-    if which(2) {
-        eprintln!("figure 2: cold start");
-        let ours = time(reps(12), || b.lifecycle()).await?;
-        let base = time(reps(12), || async {
-            docker_cli(&["run", "--rm", "--network", "none", &image_id, "true"]).await
-        })
-        .await?;
-        rows.push(Row {
-            figure: "2 cold start: provision+activate+execute(`true`)+release".into(),
-            ours,
-            baseline: Some(("`docker run --rm <fixture> true`".into(), base)),
-        });
-        let phases = std::mem::take(&mut *b.phases.lock().unwrap_or_else(|p| p.into_inner()));
-        for (phase, xs) in phases {
-            rows.push(Row {
-                figure: format!("2 · phase {phase}"),
-                ours: stat(xs),
-                baseline: None,
-            });
+    if which(2) || which(9) {
+        let pooled = docker_bench("pool", POOL_FIGURE_2).await?;
+        let measured = async {
+            let mut base = None;
+            if which(2) {
+                eprintln!("figure 2: cold start");
+                base = Some(
+                    time(reps(12), || async {
+                        docker_cli(&["run", "--rm", "--network", "none", &image_id, "true"]).await
+                    })
+                    .await?,
+                );
+            }
+            for ((tag, label), subject) in SUBJECTS.iter().zip([b, &pooled]) {
+                let Some(base) = base else { break };
+                let ours =
+                    time_after(reps(12), || subject.prewarm(), || subject.lifecycle()).await?;
+                rows.push(Row {
+                    figure: fig_2(tag, label),
+                    ours,
+                    baseline: Some(("`docker run --rm <fixture> true`".into(), base)),
+                });
+                for (phase, xs) in subject.take_phases() {
+                    rows.push(Row {
+                        figure: fig_2_phase(tag, phase),
+                        ours: stat(xs),
+                        baseline: None,
+                    });
+                }
+            }
+            if which(9) {
+                eprintln!("figure 9: idle cost of a pooled container");
+                figure9(&pooled, &image_id, rows).await?;
+            }
+            Ok::<(), String>(())
         }
+        .await;
+        let swept = pooled.sweep().await;
+        measured?;
+        swept?;
     }
     if which(3) || which(4) {
         let i = b
@@ -437,7 +740,10 @@ async fn figures_docker(
         let id = i.instance_id.clone();
         if which(3) {
             eprintln!("figure 3: warm execute");
-            let container = b.container_of(&id).await?;
+            let container = b
+                .provider
+                .container_of(&id)
+                .ok_or_else(|| format!("no container for {id}"))?;
             let ours = time(reps(40), || async {
                 b.adapter.execute(&id, true_cmd()).await.map_err(f)
             })
@@ -447,7 +753,7 @@ async fn figures_docker(
             })
             .await?;
             rows.push(Row {
-                figure: "3 warm execute `true`".into(),
+                figure: FIG_3.into(),
                 ours,
                 baseline: Some(("`docker exec <container> true`".into(), base)),
             });
@@ -492,7 +798,7 @@ async fn figures_docker(
             })
             .await?;
             rows.push(Row {
-                figure: "4 readFile of a 16 MiB file".into(),
+                figure: FIG_4.into(),
                 ours,
                 baseline: Some(("`cat` of the same host file".into(), base)),
             });
@@ -553,22 +859,28 @@ async fn figures_docker(
             }
         })
         .await?;
+        let round = std::sync::atomic::AtomicU32::new(0);
         let base = time(reps(6), || async {
-            let c = String::from_utf8_lossy(
-                &docker_cli(&[
-                    "run",
-                    "-d",
-                    "--network",
-                    "none",
-                    &image_id,
-                    "sh",
-                    "-c",
-                    "echo state > /state; sleep 600",
-                ])
-                .await?,
-            )
-            .trim()
-            .to_owned();
+            // The container runs to its exit before the commit, so the
+            // state is written whatever the machine's load (a detached
+            // `sleep` container raced the commit under load).
+            let c = format!(
+                "checkfu-bench-{}-{}",
+                std::process::id(),
+                round.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            docker_cli(&[
+                "run",
+                "--name",
+                &c,
+                "--network",
+                "none",
+                &image_id,
+                "sh",
+                "-c",
+                "echo state > /state",
+            ])
+            .await?;
             let img = String::from_utf8_lossy(&docker_cli(&["commit", &c]).await?)
                 .trim()
                 .to_owned();
@@ -584,12 +896,13 @@ async fn figures_docker(
         })
         .await?;
         rows.push(Row {
-            figure: "5 durable round trip (release with snapshot, resume, read one file)".into(),
+            figure: FIG_5.into(),
             ours,
             baseline: Some(("`docker commit` + `docker run` of the image".into(), base)),
         });
         // A release of a durable instance settles a snapshot of its own; sweep it.
-        b.sweep().await?;
+        let now = b.clock.now().add_seconds(10 * 365 * 86400);
+        b.adapter.cleanup(now, now, vec![]).await.map_err(f)?;
     }
     if which(6) {
         let mut per = BTreeMap::new();
@@ -614,17 +927,17 @@ async fn figures_docker(
             per.insert(n, stat(took));
         }
         rows.push(Row {
-            figure: "6 cleanup of 1,000 orphans vs of 100 (growth)".into(),
+            figure: FIG_6.into(),
             ours: per[&1000],
             baseline: Some(("cleanup of 100 orphans".into(), per[&100])),
         });
     }
-    if which(9) {
-        eprintln!("figure 9: allowlist activation");
+    if which(10) {
+        eprintln!("figure 10: allowlist activation");
         if let checkfu_sandbox_docker::egress::EgressSupport::Unavailable(why) =
             b.provider.egress_support()
         {
-            eprintln!("figure 9 not measured: allowlist egress unavailable: {why}");
+            eprintln!("figure 10 not measured: allowlist egress unavailable: {why}");
         } else {
             // A documentation address (RFC 5737): rules only, no traffic.
             let allowlist = NetworkPolicy::Allowlist {
@@ -647,7 +960,7 @@ async fn figures_docker(
             let ours = time(reps(12), || cycle(allowlist.clone())).await?;
             let base = time(reps(12), || cycle(NetworkPolicy::None)).await?;
             rows.push(Row {
-                figure: "9 provision+activate+release, allowlist (1 destination, rules loaded and read back)".into(),
+                figure: FIG_10.into(),
                 ours,
                 baseline: Some(("the same with network `none`".into(), base)),
             });
@@ -655,57 +968,34 @@ async fn figures_docker(
     }
     if which(7) {
         eprintln!("figure 7: 16 concurrent lifecycles");
-        let b = Arc::new(b);
-        let ours = time(reps(3), || {
-            let b = b.clone();
-            async move {
-                let mut set = tokio::task::JoinSet::new();
-                for _ in 0..16 {
-                    let b = b.clone();
-                    set.spawn(async move { b.lifecycle().await });
-                }
-                while let Some(r) = set.join_next().await {
-                    r.map_err(fail("join"))??;
-                }
-                Ok(())
-            }
-        })
-        .await?;
-        let id = image_id.clone();
-        let base = time(reps(3), || {
-            let id = id.clone();
-            async move {
-                let mut set = tokio::task::JoinSet::new();
-                for _ in 0..16 {
-                    let id = id.clone();
-                    set.spawn(async move {
-                        docker_cli(&["run", "--rm", "--network", "none", &id, "true"]).await
+        let base = time(reps(3), || sixteen_docker_runs(&image_id)).await?;
+        let pooled = Arc::new(docker_bench("pool16", POOL_FIGURE_7).await?);
+        let plain = Arc::new(docker_bench("plain16", 0).await?);
+        let measured = async {
+            for ((tag, label), subject) in SUBJECTS.iter().zip([&plain, &pooled]) {
+                let ours = time_after(reps(3), || subject.prewarm(), || subject.sixteen()).await?;
+                rows.push(Row {
+                    figure: fig_7(tag, label),
+                    ours,
+                    baseline: Some(("16 concurrent `docker run --rm`".into(), base)),
+                });
+                for (phase, xs) in subject.take_phases() {
+                    rows.push(Row {
+                        figure: fig_7_phase(tag, phase),
+                        ours: stat(xs),
+                        baseline: None,
                     });
                 }
-                while let Some(r) = set.join_next().await {
-                    r.map_err(fail("join"))??;
-                }
-                Ok(())
             }
-        })
-        .await?;
-        rows.push(Row {
-            figure: "7 16 concurrent lifecycles".into(),
-            ours,
-            baseline: Some(("16 concurrent `docker run --rm`".into(), base)),
-        });
-        let phases = std::mem::take(&mut *b.phases.lock().unwrap_or_else(|p| p.into_inner()));
-        for (phase, xs) in phases {
-            rows.push(Row {
-                figure: format!("7 · phase {phase} (each of 16)"),
-                ours: stat(xs),
-                baseline: None,
-            });
+            Ok::<(), String>(())
         }
-        b.sweep().await?;
-        return Ok(());
+        .await;
+        let swept = (pooled.sweep().await, plain.sweep().await);
+        measured?;
+        swept.0?;
+        swept.1?;
     }
-    b.sweep().await
+    Ok(())
 }
 
 /// A runtime adapter over `provider`, with one active instance.
@@ -787,17 +1077,18 @@ async fn figure8(reps: usize, rows: &mut Vec<Row>) -> Result<(), String> {
     })
     .await?;
     rows.push(Row {
-        figure: "8a execute `true` (memory): stdio wire vs in process, both validated".into(),
+        figure: FIG_8A.into(),
         ours,
         baseline: Some(("in-process provider".into(), base)),
     });
     rows.push(Row {
-        figure: "8a · wire overhead per execute (difference of medians)".into(),
+        figure: FIG_8A_DIFF.into(),
         ours: Stat {
             median: ours.median - base.median,
             p10: ours.p10 - base.p10,
             p90: ours.p90 - base.p90,
             n: ours.n,
+            unit: Unit::Seconds,
         },
         baseline: None,
     });
@@ -812,11 +1103,7 @@ async fn figure8(reps: usize, rows: &mut Vec<Row>) -> Result<(), String> {
         mib_s(&base)
     );
     rows.push(Row {
-        figure: format!(
-            "8b openProcess stdout 64 MiB (memory): stdio wire ({:.0} MiB/s) vs in process ({:.0} MiB/s)",
-            mib_s(&ours),
-            mib_s(&base)
-        ),
+        figure: FIG_8B.into(),
         ours,
         baseline: Some(("in-process provider".into(), base)),
     });
@@ -848,9 +1135,54 @@ fn table(rows: &[Row]) -> String {
     s
 }
 
+/// `--check-doc`: every figure `path` names must be one the bench produces.
+fn check_doc(path: &std::path::Path, known: &[String]) -> ExitCode {
+    let doc = match std::fs::read_to_string(path) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("checkfu-bench: {}: {e}", path.display());
+            return ExitCode::from(125);
+        }
+    };
+    let named = documented_figures(&doc);
+    let stale: Vec<&String> = named
+        .iter()
+        .filter(|n| !known.iter().any(|k| k == *n))
+        .collect();
+    if named.is_empty() {
+        eprintln!(
+            "checkfu-bench: {} has no `| figure |` table",
+            path.display()
+        );
+        return ExitCode::from(1);
+    }
+    if stale.is_empty() {
+        eprintln!(
+            "checkfu-bench: all {} figures {} names are produced by this bench",
+            named.len(),
+            path.display()
+        );
+        ExitCode::SUCCESS
+    } else {
+        for n in &stale {
+            eprintln!(
+                "checkfu-bench: {} names a figure the bench no longer produces: {n}",
+                path.display()
+            );
+        }
+        ExitCode::from(1)
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let which = |n: u8| args.only.is_empty() || args.only.contains(&n);
+    if args.list {
+        for name in catalogue() {
+            println!("{name}");
+        }
+        return ExitCode::SUCCESS;
+    }
     if args.serve_memory {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -889,7 +1221,7 @@ fn main() -> ExitCode {
             eprintln!("figure 8: wire overhead on the memory oracle");
             figure8(if args.quick { 500 } else { 5000 }, &mut rows).await?;
         }
-        if (2..=7).chain([9]).any(which) {
+        if (2..=7).chain([9, 10]).any(which) {
             figures_docker(&which, args.quick, &mut rows).await?;
         }
         Ok::<_, String>(rows)
@@ -904,11 +1236,71 @@ fn main() -> ExitCode {
                     return ExitCode::from(125);
                 }
             }
+            let known = catalogue();
+            // A row this run produced that the catalogue lacks would let
+            // `--list` and `--check-doc` drift from what the bench measures.
+            let uncatalogued: Vec<&str> = rows
+                .iter()
+                .map(|r| r.figure.as_str())
+                .filter(|name| !known.iter().any(|k| k == name))
+                .collect();
+            if !uncatalogued.is_empty() {
+                eprintln!(
+                    "checkfu-bench: rows missing from the catalogue: {}",
+                    uncatalogued.join("; ")
+                );
+                return ExitCode::from(1);
+            }
+            if let Some(path) = &args.check_doc {
+                return check_doc(path, &known);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("checkfu-bench: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catalogue_names_each_row_once() {
+        let names = catalogue();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), names.len());
+    }
+
+    #[test]
+    fn documented_figures_are_the_first_cells_of_figure_tables_only() {
+        let doc = "text\n\n| figure | ours |\n|---|---|\n| 1a x | 1 µs |\n| 2 · phase 1 provision | 2 ms |\n\n| other | y |\n|---|---|\n| not a figure | z |\n";
+        assert_eq!(
+            documented_figures(doc),
+            vec!["1a x".to_string(), "2 · phase 1 provision".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_stale_figure_fails_the_check_and_a_known_one_passes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("doc.md");
+        let known = catalogue();
+        std::fs::write(
+            &path,
+            format!("| figure | ours |\n|---|---|\n| {} | 1 µs |\n", known[0]),
+        )
+        .expect("write");
+        assert_eq!(check_doc(&path, &known), ExitCode::SUCCESS);
+        std::fs::write(
+            &path,
+            "| figure | ours |\n|---|---|\n| 2 cold start: gone | 1 µs |\n",
+        )
+        .expect("write");
+        assert_eq!(check_doc(&path, &known), ExitCode::from(1));
     }
 }

@@ -66,12 +66,42 @@ fn docker_envelope_backs_six_tokens() {
         .map(|(t, _)| t.as_str())
         .collect();
     assert_eq!(unbacked, vec!["network-allowlist"], "{tokens:?}");
+    // The warm pool is shown beside the envelope, never inside it; a
+    // one-shot command keeps none unless CHECKFU_DOCKER_POOL asks.
+    assert_eq!(doc["pool"]["size"], 0, "{doc}");
+    assert!(doc["capabilities"].get("pool").is_none(), "{doc}");
+    let o = output(env.checkfu().env("CHECKFU_DOCKER_POOL", "3").args([
+        "sandbox",
+        "capabilities",
+        "--provider",
+        "docker",
+        "--json",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(json_of(&o)["pool"]["size"], 3);
+    let o = output(env.checkfu().env("CHECKFU_DOCKER_POOL", "17").args([
+        "sandbox",
+        "capabilities",
+        "--provider",
+        "docker",
+    ]));
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("\"17\""),
+        "{}",
+        describe(&o)
+    );
     let o = output(
         env.checkfu()
             .args(["sandbox", "capabilities", "--provider", "docker"]),
     );
     assert!(
         stdout(&o).contains("network-allowlist  not backed: needs"),
+        "{}",
+        describe(&o)
+    );
+    assert!(
+        stdout(&o).contains("warm pool (not part of the envelope)"),
         "{}",
         describe(&o)
     );

@@ -115,11 +115,7 @@ pub fn listing<'a>(
 /// [`listing`], and every entry a member can read (at most 16 MiB) carries
 /// its SHA-256. Operation: `list_dir`.
 pub fn list_dir_result(root: &str, max_entries: u32, result: &ListDirResult) -> Option<Mismatch> {
-    if let Some(m) = listing(
-        root,
-        max_entries,
-        result.entries.iter().map(|e| &e.path),
-    ) {
+    if let Some(m) = listing(root, max_entries, result.entries.iter().map(|e| &e.path)) {
         return Some(m);
     }
     result
@@ -147,11 +143,7 @@ pub fn list_project_dir_result(
     if !result.complete {
         return Some(Mismatch::new("complete", "true", "false"));
     }
-    listing(
-        root,
-        max_entries,
-        result.entries.iter().map(|e| &e.path),
-    )
+    listing(root, max_entries, result.entries.iter().map(|e| &e.path))
 }
 
 /// A release disposition against the request's `snapshot_expires_at`:

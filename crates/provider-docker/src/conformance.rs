@@ -73,7 +73,10 @@ impl DockerTarget {
     /// Connects to the local daemon, ensures the fixture image built from
     /// the busybox binary at `busybox` (reporting build lines through
     /// `progress`), and prepares a fresh scope `conf-<pid>-<n>`, a
-    /// temporary state directory and a private network.
+    /// temporary state directory and a private network. The provider keeps
+    /// a warm pool of `CHECKFU_DOCKER_POOL` containers per shape
+    /// ([`crate::DEFAULT_POOL_SIZE`] when unset; `0` turns it off), drained
+    /// by [`DockerTarget::close_scope`].
     ///
     /// # Errors
     /// [`TargetError::Platform`] when the daemon, the fixture or the
@@ -81,6 +84,22 @@ impl DockerTarget {
     pub async fn new(
         busybox: &Path,
         progress: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<DockerTarget, TargetError> {
+        let pool_size = DockerConfig::pool_size_from_env(crate::DEFAULT_POOL_SIZE)
+            .map_err(|e| TargetError::platform(crate::POOL_ENV, chain(&e)))?;
+        Self::with_pool_size(busybox, progress, pool_size).await
+    }
+
+    /// As [`DockerTarget::new`], with a warm pool of `pool_size` containers
+    /// per shape (`0`: none) whatever the environment says.
+    ///
+    /// # Errors
+    /// As [`DockerTarget::new`]; a `pool_size` over
+    /// [`crate::MAX_POOL_SIZE`] too.
+    pub async fn with_pool_size(
+        busybox: &Path,
+        progress: &mut (dyn FnMut(&str) + Send),
+        pool_size: usize,
     ) -> Result<DockerTarget, TargetError> {
         let docker = daemon::connect()
             .await
@@ -113,9 +132,12 @@ impl DockerTarget {
         let provider = DockerProvider::with_egress(
             docker.clone(),
             DockerConfig {
-                state_dir: state_dir.path().to_path_buf(),
-                scope: scope.clone(),
-                clock: Arc::new(SystemClock),
+                pool_size,
+                ..DockerConfig::new(
+                    state_dir.path().to_path_buf(),
+                    scope.clone(),
+                    Arc::new(SystemClock),
+                )
             },
             EgressConfig {
                 network: network.clone(),

@@ -9,7 +9,8 @@
 //!
 //! # Public API
 //!
-//! * the provider: [`DockerProvider`], [`DockerConfig`],
+//! * the provider: [`DockerProvider`], [`DockerConfig`] (with the warm
+//!   pool's size; [`PoolStatus`] its counts),
 //!   [`DockerProviderError`], [`Inventory`], [`ObjectTimes`],
 //!   [`host_platform`], [`envelope`] and the identity constants
 //!   ([`PROVIDER_ID`], [`PROVIDER_REVISION`], [`MATERIALIZATION_REVISION`]);
@@ -54,8 +55,9 @@ pub use bollard;
 pub use bollard::Docker;
 pub use busybox::{locate_busybox, BusyboxError, BUSYBOX_PACKAGE};
 pub use provider::{
-    envelope, host_platform, DockerConfig, DockerProvider, DockerProviderError, Inventory,
-    ObjectTimes, MATERIALIZATION_REVISION, PROVIDER_ID, PROVIDER_REVISION,
+    envelope, host_platform, parse_pool_size, DockerConfig, DockerProvider, DockerProviderError,
+    Inventory, ObjectTimes, PoolShapeStatus, PoolStatus, DEFAULT_POOL_SIZE,
+    MATERIALIZATION_REVISION, MAX_POOL_SIZE, POOL_ENV, PROVIDER_ID, PROVIDER_REVISION,
 };
 pub use store::Layout;
 
@@ -68,4 +70,5 @@ pub mod labels {
         LABEL_PROFILE_VERSION, LABEL_PROVIDER, LABEL_SCOPE, LABEL_SESSION_ID, LABEL_SNAPSHOT_ID,
         LABEL_SOURCE_INSTANCE_ID, LABEL_WORKSPACE_ID, SNAPSHOT_REPOSITORY,
     };
+    pub use crate::provider::{KIND_POOL, LABEL_POOL_OWNER, LABEL_POOL_SHAPE, LABEL_POOL_SLOT};
 }

@@ -70,6 +70,11 @@ pub struct InstanceRecord {
     /// When resumed: the snapshot it was rehydrated from.
     #[serde(default)]
     pub resumed_from: Option<String>,
+    /// The id of the warm-pool container this instance claimed at
+    /// provision (started already; activation starts nothing). `None`: the
+    /// container `checkfu-<instance id>` is created at activation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_container: Option<String>,
 }
 
 /// One archived host directory of a snapshot.

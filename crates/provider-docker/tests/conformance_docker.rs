@@ -1,7 +1,8 @@
-//! The suite against the real Docker daemon: nine passes where the host can
-//! enforce an allowlist (nft and nsenter, run as root: this machine kind),
-//! otherwise eight and allowlist-egress recorded as a skip; and nothing of
-//! the target's scope left afterwards.
+//! The suite against the real Docker daemon, once with the provider's
+//! default warm pool and once without a pool: nine passes where the host
+//! can enforce an allowlist (nft and nsenter, run as root: this machine
+//! kind), otherwise eight and allowlist-egress recorded as a skip; and
+//! nothing of the target's scope left afterwards.
 //!
 //! Gate: without a daemon the test prints a `SKIP` line and returns, except
 //! under `CI=true`, where it fails.
@@ -48,11 +49,29 @@ async fn docker_passes_nine_and_leaves_nothing() {
     if !daemon_or_skip("docker_passes_nine_and_leaves_nothing").await {
         return;
     }
+    suite_passes_and_leaves_nothing(checkfu_sandbox_docker::DEFAULT_POOL_SIZE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_without_a_pool_passes_nine_and_leaves_nothing() {
+    if !daemon_or_skip("docker_without_a_pool_passes_nine_and_leaves_nothing").await {
+        return;
+    }
+    suite_passes_and_leaves_nothing(0).await;
+}
+
+async fn suite_passes_and_leaves_nothing(pool_size: usize) {
     let target = Arc::new(
-        DockerTarget::new(&busybox(), &mut |line| eprintln!("fixture: {line}"))
-            .await
-            .expect("docker target"),
+        DockerTarget::with_pool_size(
+            &busybox(),
+            &mut |line| eprintln!("fixture: {line}"),
+            pool_size,
+        )
+        .await
+        .expect("docker target"),
     );
+    let pool = target.docker_provider().pool_status();
+    assert_eq!(pool.size, pool_size);
     let scope = target.scope().to_owned();
     let state_dir = target.docker_provider().state_dir().to_path_buf();
     let progress = |p: Progress<'_>| {
@@ -64,6 +83,7 @@ async fn docker_passes_nine_and_leaves_nothing() {
         }
     };
     let evidence = run_suite(target.clone(), &SuiteOptions::default(), &progress).await;
+    let pool = target.docker_provider().pool_status();
     let closed = target.close().await;
     let evidence = evidence.expect("suite starts");
     eprintln!("{}", evidence.table());
@@ -94,6 +114,19 @@ async fn docker_passes_nine_and_leaves_nothing() {
     {
         assert_eq!(skip.id, "allowlist-egress");
         assert_eq!(skip.missing_tokens, vec![Token::NetworkAllowlist]);
+    }
+    // With a pool, the cases' provisions did claim pooled containers.
+    let hits: u64 = pool.shapes.iter().map(|s| s.hits).sum();
+    if pool_size > 0 {
+        assert!(
+            hits > 0,
+            "no provision claimed a pooled container: {pool:?}"
+        );
+    } else {
+        assert!(
+            pool.shapes.is_empty(),
+            "a pool of size 0 held shapes: {pool:?}"
+        );
     }
 
     // Nothing of this scope is left at the daemon or on disk.

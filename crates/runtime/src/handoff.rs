@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::{
@@ -135,14 +136,19 @@ impl Drop for Guard {
     }
 }
 
-/// Runs an allocating provider call in a task of its own and hands its
-/// value to the caller behind a [`Guard`].
+/// Runs an allocating provider call so that a cancelled caller never
+/// interrupts it half-way, and hands its value to the caller behind a
+/// [`Guard`] (decision 009).
 ///
 /// A Rust future cannot clean up when it is dropped, so a caller cancelled
-/// mid-call must not cancel the provider's acquisition half-way: the call
-/// runs to completion, and a handoff that nobody is waiting for any more is
-/// rolled back at once (bounded as every rollback is). Between the value's
-/// arrival and the guard's creation there is no await point.
+/// mid-call must not cancel the provider's acquisition half-way. The call is
+/// polled once in place: a call that completes without waiting (an
+/// in-memory provider) never gave the caller a point at which it could be
+/// dropped, and costs no task. A call that has to wait is moved, before
+/// this function yields, into a task of its own that runs it to
+/// completion; a handoff that nobody is waiting for any more is rolled
+/// back at once (bounded as every rollback is). Between the value's arrival
+/// and the guard's creation there is no await point.
 ///
 /// `hold` (the in-flight marker of a serialized lifecycle call) lives as
 /// long as the call, its guard and any rollback of its value: the task
@@ -162,6 +168,30 @@ pub(crate) async fn acquire<T: Send + 'static>(
     bound: Duration,
     hold: Option<Hold>,
 ) -> Result<(T, Guard), SandboxError> {
+    let panicked = || {
+        SandboxError::failed(
+            Operation::Member(member),
+            FailureReason::ProviderError,
+            "the provider call ended without a result (it panicked)",
+        )
+    };
+    let mut call = Box::pin(call);
+    // The first poll, in place. Nothing here yields: whatever it returns,
+    // the call is either finished or handed to a task below before the
+    // caller can be dropped.
+    let first = std::future::poll_fn(|cx| {
+        let polled =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call.as_mut().poll(cx)));
+        Poll::Ready(polled)
+    })
+    .await;
+    match first {
+        Ok(Poll::Ready(result)) => {
+            return result.map(|handoff| Guard::new(member, handoff, bound, tasks.clone(), hold))
+        }
+        Err(_) => return Err(panicked()),
+        Ok(Poll::Pending) => {}
+    }
     let (tx, rx) = tokio::sync::oneshot::channel();
     let tracker = tasks.clone();
     tasks.spawn(async move {
@@ -178,10 +208,131 @@ pub(crate) async fn acquire<T: Send + 'static>(
         Ok((result, hold)) => {
             result.map(|handoff| Guard::new(member, handoff, bound, tasks.clone(), hold))
         }
-        Err(_) => Err(SandboxError::failed(
-            Operation::Member(member),
-            FailureReason::ProviderError,
-            "the provider call ended without a result (it panicked)",
-        )),
+        Err(_) => Err(panicked()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use checkfu_sandbox_contract::Rollback;
+
+    struct Nothing;
+
+    #[async_trait::async_trait]
+    impl Rollback for Nothing {
+        async fn rollback(&self) -> Result<(), SandboxError> {
+            Ok(())
+        }
+    }
+
+    fn handoff(value: u32) -> Result<Handoff<u32>, SandboxError> {
+        Ok(Handoff {
+            value,
+            rollback: Arc::new(Nothing),
+        })
+    }
+
+    const BOUND: Duration = Duration::from_secs(30);
+
+    /// The id of the task the future was polled in.
+    async fn polled_in() -> Option<tokio::task::Id> {
+        tokio::task::try_id()
+    }
+
+    #[tokio::test]
+    async fn a_call_that_completes_without_waiting_runs_in_place() {
+        let tasks = TaskTracker::new();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let caller = tokio::spawn({
+            let tasks = tasks.clone();
+            async move {
+                let here = tokio::task::try_id();
+                let (v, guard) = acquire(
+                    &tasks,
+                    Member::Provision,
+                    async move {
+                        let _ = tx.send(polled_in().await);
+                        handoff(7)
+                    },
+                    BOUND,
+                    None,
+                )
+                .await
+                .expect("acquired");
+                guard.accept();
+                (v, here)
+            }
+        });
+        let (v, here) = caller.await.expect("caller");
+        assert_eq!(v, 7);
+        assert_eq!(rx.await.expect("ran"), here, "ran in a task of its own");
+    }
+
+    #[tokio::test]
+    async fn a_call_that_waits_moves_to_a_task_of_its_own() {
+        let tasks = TaskTracker::new();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let caller = tokio::spawn({
+            let tasks = tasks.clone();
+            async move {
+                let here = tokio::task::try_id();
+                let (v, guard) = acquire(
+                    &tasks,
+                    Member::Provision,
+                    async move {
+                        tokio::task::yield_now().await;
+                        let _ = tx.send(polled_in().await);
+                        handoff(8)
+                    },
+                    BOUND,
+                    None,
+                )
+                .await
+                .expect("acquired");
+                guard.accept();
+                (v, here)
+            }
+        });
+        let (v, here) = caller.await.expect("caller");
+        assert_eq!(v, 8);
+        assert_ne!(
+            rx.await.expect("ran"),
+            here,
+            "finished in the caller's task"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_that_panics_in_place_or_later_is_a_provider_error() {
+        let tasks = TaskTracker::new();
+        let at_once = acquire::<u32>(
+            &tasks,
+            Member::Provision,
+            async { panic!("provider bug") },
+            BOUND,
+            None,
+        )
+        .await;
+        let later = acquire::<u32>(
+            &tasks,
+            Member::Provision,
+            async {
+                tokio::task::yield_now().await;
+                panic!("provider bug")
+            },
+            BOUND,
+            None,
+        )
+        .await;
+        for r in [at_once, later] {
+            match r {
+                Err(SandboxError::SandboxOperationFailed { reason, .. }) => {
+                    assert_eq!(reason, FailureReason::ProviderError)
+                }
+                Err(other) => panic!("another error: {other:?}"),
+                Ok(_) => panic!("a value from a panicking call"),
+            }
+        }
     }
 }

@@ -99,6 +99,7 @@ fn docker_target() -> futures::future::BoxFuture<'static, Option<Target>> {
                 state_dir: state_dir.clone(),
                 scope: scope.clone(),
                 clock: Arc::new(SystemClock),
+                pool_size: 0,
             },
         )
         .expect("provider");

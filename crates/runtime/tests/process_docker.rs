@@ -79,6 +79,7 @@ async fn docker_env(test: &str) -> Option<DockerEnv> {
             state_dir: state_dir.clone(),
             scope: scope.clone(),
             clock: Arc::new(SystemClock),
+            pool_size: 0,
         },
     )
     .expect("provider");

@@ -63,12 +63,26 @@ pub fn state_dir() -> PathBuf {
 /// As [`open`].
 pub async fn open_docker_scope(scope: &str) -> Result<DockerProvider, Failure> {
     DockerProvider::connect(DockerConfig {
-        state_dir: state_dir(),
-        scope: scope.to_owned(),
-        clock: clock(),
+        pool_size: 0,
+        ..DockerConfig::new(state_dir(), scope, clock())
     })
     .await
     .map_err(|e| connect_failure(&e))
+}
+
+/// The warm-pool size of a Docker provider the CLI opens for one command
+/// (`run`, `capabilities`, `cleanup`): `$CHECKFU_DOCKER_POOL`, else 0. A
+/// one-shot command would only create pooled containers to remove them
+/// again at exit; `test` and `serve` keep the provider's default pool
+/// ([`checkfu_sandbox_docker::DEFAULT_POOL_SIZE`]) unless the variable says
+/// otherwise.
+///
+/// # Errors
+/// A usage failure naming the variable and its value when it is not a
+/// number in `0..=MAX_POOL_SIZE`.
+pub fn one_shot_pool_size() -> Result<usize, Failure> {
+    DockerConfig::pool_size_from_env(0)
+        .map_err(|e| Failure::usage(format!("{}: {e}", checkfu_sandbox_docker::POOL_ENV)))
 }
 
 /// An opened provider and, when it is served over the wire, the
@@ -80,14 +94,23 @@ pub struct Backend {
     /// An enrolled provider's envelope and ceiling: register it with
     /// `SandboxRuntime::register_as`.
     pub enrollment: Option<Enrollment>,
+    /// The built-in Docker provider, when that is the choice (its warm
+    /// pool is drained on close).
+    pub docker: Option<DockerProvider>,
 }
 
 impl Backend {
     /// Ends a wire connection: a spawned provider process is killed and
-    /// reaped. Nothing for a built-in provider.
+    /// reaped. Drains the Docker provider's warm pool. Nothing else for a
+    /// built-in provider.
     pub async fn close(&self) {
         if let Some(client) = &self.wire {
             client.close().await;
+        }
+        if let Some(docker) = &self.docker {
+            for problem in docker.drain_pool().await {
+                eprintln!("checkfu: docker pool: {problem}");
+            }
         }
     }
 }
@@ -102,19 +125,21 @@ impl Backend {
 /// scope is malformed or the state directory cannot be prepared; those of
 /// [`wire`].
 pub async fn open(choice: &ProviderChoice) -> Result<Backend, Failure> {
+    let mut docker = None;
     let provider: Arc<dyn SandboxProvider> = match choice {
         ProviderChoice::Builtin(ProviderArg::Memory) => {
             Arc::new(MemoryProvider::with_system_clock())
         }
-        ProviderChoice::Builtin(ProviderArg::Docker) => Arc::new(
-            DockerProvider::connect(DockerConfig {
-                state_dir: state_dir(),
-                scope: scope(),
-                clock: clock(),
+        ProviderChoice::Builtin(ProviderArg::Docker) => {
+            let opened = DockerProvider::connect(DockerConfig {
+                pool_size: one_shot_pool_size()?,
+                ..DockerConfig::new(state_dir(), scope(), clock())
             })
             .await
-            .map_err(|e| connect_failure(&e))?,
-        ),
+            .map_err(|e| connect_failure(&e))?;
+            docker = Some(opened.clone());
+            Arc::new(opened)
+        }
         ProviderChoice::Command { .. }
         | ProviderChoice::Socket(_)
         | ProviderChoice::Image { .. } => {
@@ -123,6 +148,7 @@ pub async fn open(choice: &ProviderChoice) -> Result<Backend, Failure> {
                 provider: Arc::new(client.clone()),
                 wire: Some(client),
                 enrollment: None,
+                docker: None,
             });
         }
         ProviderChoice::Enrolled { id, registry } => {
@@ -132,6 +158,7 @@ pub async fn open(choice: &ProviderChoice) -> Result<Backend, Failure> {
                 provider: Arc::new(client.clone()),
                 wire: Some(client),
                 enrollment: Some(enrollment),
+                docker: None,
             });
         }
     };
@@ -139,6 +166,7 @@ pub async fn open(choice: &ProviderChoice) -> Result<Backend, Failure> {
         provider,
         wire: None,
         enrollment: None,
+        docker,
     })
 }
 

@@ -7,6 +7,7 @@ use checkfu_sandbox_conformance::token::UnbackedToken;
 use checkfu_sandbox_conformance::Token;
 use checkfu_sandbox_contract::wire::{decode_capabilities, encode};
 use checkfu_sandbox_contract::{SandboxFailure, SandboxProviderCapabilities};
+use checkfu_sandbox_docker::PoolStatus;
 use checkfu_sandbox_runtime::{Enrollment, SandboxRuntime};
 use serde_json::{json, Value};
 
@@ -35,7 +36,8 @@ pub struct CapabilitiesArgs {
     /// Provider to describe.
     #[command(flatten)]
     pub provider: ProviderFlags,
-    /// Print JSON: {"provider", "capabilities", "tokens": [{"token", "backed", "needs"}]}.
+    /// Print JSON: {"provider", "capabilities", "tokens": [{"token", "backed", "needs"}]},
+    /// and for the built-in Docker provider "pool": {"size", "closed", "shapes"}.
     #[arg(long)]
     pub json: bool,
 }
@@ -128,12 +130,13 @@ pub fn run(args: CapabilitiesArgs) -> ExitCode {
         };
         let id = backend.provider.provider_id().to_owned();
         let decoded = decoded_envelope(backend.provider.clone(), backend.enrollment.as_ref());
+        let pool = backend.docker.as_ref().map(|d| d.pool_status());
         backend.close().await;
         let envelope = match decoded {
             Ok(e) => e,
             Err(f) => return Failure::sandbox(&f).report(),
         };
-        let text = render(&id, &envelope, args.json);
+        let text = render(&id, &envelope, pool.as_ref(), args.json);
         match super::out::print(&text) {
             Ok(()) => ExitCode::SUCCESS,
             Err(gone) => gone.exit(),
@@ -141,8 +144,16 @@ pub fn run(args: CapabilitiesArgs) -> ExitCode {
     })
 }
 
-/// What the command prints: the JSON document, or the table.
-fn render(provider_id: &str, envelope: &SandboxProviderCapabilities, json: bool) -> String {
+/// What the command prints: the JSON document, or the table. The Docker
+/// provider's warm pool is shown beside the envelope, never inside it: the
+/// envelope is the contract's and is compared for equality on every
+/// re-check, the pool's counts change with every provision.
+fn render(
+    provider_id: &str,
+    envelope: &SandboxProviderCapabilities,
+    pool: Option<&PoolStatus>,
+    json: bool,
+) -> String {
     use std::fmt::Write as _;
     let tokens = tokens(envelope);
     let mut s = String::new();
@@ -154,11 +165,14 @@ fn render(provider_id: &str, envelope: &SandboxProviderCapabilities, json: bool)
                 Err(e) => json!({"token": t.as_str(), "backed": false, "needs": e.needs}),
             })
             .collect();
-        let doc = json!({
+        let mut doc = json!({
             "provider": provider_id,
             "capabilities": envelope,
             "tokens": tokens,
         });
+        if let (Some(pool), Value::Object(map)) = (pool, &mut doc) {
+            map.insert("pool".into(), json!(pool));
+        }
         let _ = writeln!(
             s,
             "{}",
@@ -182,6 +196,27 @@ fn render(provider_id: &str, envelope: &SandboxProviderCapabilities, json: bool)
                 Ok(()) => writeln!(s, "  {:<width$}  backed", t.as_str()),
                 Err(e) => writeln!(s, "  {:<width$}  not backed: needs {}", t.as_str(), e.needs),
             };
+        }
+        if let Some(pool) = pool {
+            let _ = writeln!(
+                s,
+                "\nwarm pool (not part of the envelope):\n  size per shape  {}{}",
+                pool.size,
+                if pool.size == 0 { " (off)" } else { "" }
+            );
+            for shape in &pool.shapes {
+                let _ = writeln!(
+                    s,
+                    "  shape {}  ready {}  filling {}  hits {}  misses {}  mounts {}  image {}",
+                    shape.shape,
+                    shape.ready,
+                    shape.filling,
+                    shape.hits,
+                    shape.misses,
+                    shape.mounts,
+                    shape.image
+                );
+            }
         }
     }
     s

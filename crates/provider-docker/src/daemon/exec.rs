@@ -56,8 +56,8 @@ use super::DaemonError;
 use super::{
     containers::inspect_container,
     proctree::{
-        kill_namespace_except_init, locate_exec, validate_host_pid, ExecProcess, ProcessSignal,
-        INSPECT_PROMPT,
+        container_host_pid, kill_namespace_except_init, locate_exec_in, validate_host_pid,
+        ExecProcess, ProcessSignal, INSPECT_PROMPT,
     },
     start_failure::{StartFailure, START_MESSAGE_MAX},
 };
@@ -251,22 +251,29 @@ pub async fn exec_bounded(
 ) -> Result<ExecReport, DaemonError> {
     let started_at = Instant::now();
     let deadline = tokio::time::Instant::from_std(started_at + request.timeout);
-    let created = docker
-        .create_exec(
-            container_id,
-            exec_config(
-                &request.argv,
-                &request.env,
-                request.working_dir.as_deref(),
-                request.user.as_deref(),
-                request.stdin.is_some(),
-            ),
-        )
-        .await?;
-    let exec_id = created.id;
-    let StartExecResults::Attached { mut output, input } =
-        docker.start_exec(&exec_id, None).await?
-    else {
+    // The container's init PID (to validate the exec's) is asked for while
+    // the exec is created and started: one daemon round trip off the path.
+    let container_pid = container_host_pid(docker, container_id);
+    let create_and_start = async {
+        let created = docker
+            .create_exec(
+                container_id,
+                exec_config(
+                    &request.argv,
+                    &request.env,
+                    request.working_dir.as_deref(),
+                    request.user.as_deref(),
+                    request.stdin.is_some(),
+                ),
+            )
+            .await?;
+        let started = docker.start_exec(&created.id, None).await?;
+        Ok::<_, DaemonError>((created.id, started))
+    };
+    let (container_pid, created) = tokio::join!(container_pid, create_and_start);
+    let (exec_id, started) = created?;
+    let container_pid = container_pid?;
+    let StartExecResults::Attached { mut output, input } = started else {
         return Err(DaemonError::Unexpected("exec started detached".into()));
     };
     let stdin_task = request.stdin.clone().map(|bytes| {
@@ -276,7 +283,7 @@ pub async fn exec_bounded(
             let _ = input.shutdown().await;
         })
     });
-    let located = locate_exec(docker, container_id, &exec_id, Duration::from_secs(5)).await?;
+    let located = locate_exec_in(docker, container_pid, &exec_id, Duration::from_secs(5)).await?;
 
     let limit = request.output_limit_bytes;
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
@@ -419,11 +426,8 @@ pub async fn exec_bounded(
     {
         // The leader exited before it could be located; the daemon still
         // knows its PID, and the group is accepted through a live member.
-        if let Some(container_pid) = inspect_container(docker, container_id)
-            .await?
-            .and_then(|c| c.state)
-            .and_then(|s| s.pid)
-        {
+        // The container's init PID was read when the exec started.
+        if container_pid > 0 {
             if let Ok((pgid, start_time)) = validate_host_pid(late_pid, container_pid) {
                 located.host_pgid = Some(pgid);
                 located.start_time = start_time;

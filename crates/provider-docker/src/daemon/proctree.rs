@@ -319,11 +319,37 @@ pub async fn locate_exec(
     exec_id: &str,
     bound: Duration,
 ) -> Result<ExecProcess, DaemonError> {
-    let container_pid = inspect_container(docker, container_id)
+    let container_pid = container_host_pid(docker, container_id).await?;
+    locate_exec_in(docker, container_pid, exec_id, bound).await
+}
+
+/// The host PID of a container's init, 0 when it has none (not running or
+/// gone).
+///
+/// # Errors
+///
+/// [`DaemonError::Docker`] when inspect fails.
+pub async fn container_host_pid(docker: &Docker, container_id: &str) -> Result<i64, DaemonError> {
+    Ok(inspect_container(docker, container_id)
         .await?
         .and_then(|c| c.state)
         .and_then(|s| s.pid)
-        .unwrap_or(0);
+        .unwrap_or(0))
+}
+
+/// As [`locate_exec`], with the container's init PID already known
+/// ([`container_host_pid`]), so that its inspect can run beside the exec's
+/// creation.
+///
+/// # Errors
+///
+/// [`DaemonError::Docker`] when inspect fails.
+pub async fn locate_exec_in(
+    docker: &Docker,
+    container_pid: i64,
+    exec_id: &str,
+    bound: Duration,
+) -> Result<ExecProcess, DaemonError> {
     let started = Instant::now();
     loop {
         // The daemon holds the exec's lock while it waits (up to 2 s) for

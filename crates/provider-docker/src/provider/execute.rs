@@ -10,7 +10,6 @@ use checkfu_sandbox_contract::*;
 use super::{
     errors::{daemon_error, provider_error},
     inner::Inner,
-    labels::container_name,
 };
 use crate::daemon;
 
@@ -59,7 +58,7 @@ impl Inner {
             timeout: Duration::from_secs(u64::from(c.timeout_seconds)),
             reap_group_on_exit: true,
         };
-        let report = daemon::exec_bounded(&inner.docker, &container_name(&rec.instance_id), &exec)
+        let report = daemon::exec_bounded(&inner.docker, &Inner::container_of(&rec), &exec)
             .await
             .map_err(|e| daemon_error(OP, &e))?;
         let finished_at = inner.clock.now().max(started_at);

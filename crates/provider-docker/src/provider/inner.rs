@@ -8,6 +8,8 @@ use bollard::Docker;
 use checkfu_sandbox_contract::*;
 
 use super::errors::provider_error;
+use super::labels::container_name;
+use super::pool::{Pool, DEFAULT_POOL_SIZE, MAX_POOL_SIZE, POOL_ENV};
 use crate::daemon::{self, DaemonError};
 use crate::egress::{EgressConfig, EgressSupport};
 use crate::process::ProcessTable;
@@ -34,6 +36,49 @@ pub struct DockerConfig {
     pub scope: String,
     /// The clock behind every `created_at`, `started_at` and `finished_at`.
     pub clock: Arc<dyn Clock>,
+    /// Ready containers the warm pool keeps per shape (image, limits,
+    /// network mode, mount plan), at most [`MAX_POOL_SIZE`]; `0` disables
+    /// the pool. [`DEFAULT_POOL_SIZE`] unless configured
+    /// ([`DockerConfig::pool_size_from_env`] reads `CHECKFU_DOCKER_POOL`).
+    pub pool_size: usize,
+}
+
+impl DockerConfig {
+    /// A configuration with the default pool size.
+    pub fn new(state_dir: PathBuf, scope: impl Into<String>, clock: Arc<dyn Clock>) -> Self {
+        DockerConfig {
+            state_dir,
+            scope: scope.into(),
+            clock,
+            pool_size: DEFAULT_POOL_SIZE,
+        }
+    }
+
+    /// The pool size `CHECKFU_DOCKER_POOL` names, or `default` when it is
+    /// unset or empty.
+    ///
+    /// # Errors
+    ///
+    /// [`DockerProviderError::PoolSize`] when the value is not a number in
+    /// `0..=MAX_POOL_SIZE`.
+    pub fn pool_size_from_env(default: usize) -> Result<usize, DockerProviderError> {
+        match std::env::var(POOL_ENV) {
+            Ok(v) if !v.trim().is_empty() => parse_pool_size(&v),
+            _ => Ok(default),
+        }
+    }
+}
+
+/// Parses a pool size: a decimal number in `0..=MAX_POOL_SIZE`.
+///
+/// # Errors
+///
+/// [`DockerProviderError::PoolSize`] naming the value.
+pub fn parse_pool_size(value: &str) -> Result<usize, DockerProviderError> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if n <= MAX_POOL_SIZE => Ok(n),
+        _ => Err(DockerProviderError::PoolSize(value.to_owned())),
+    }
 }
 
 /// Why a provider could not be constructed.
@@ -45,6 +90,9 @@ pub enum DockerProviderError {
     /// The scope is not usable as a label value and name part.
     #[error("invalid scope {0:?}: expected 1..=64 characters of [a-z0-9._-]")]
     Scope(String),
+    /// The pool size is not a number in `0..=MAX_POOL_SIZE`.
+    #[error("invalid pool size {0:?}: expected a number in 0..={MAX_POOL_SIZE}")]
+    PoolSize(String),
     /// The state directory could not be prepared.
     #[error("cannot prepare the state directory {path:?}")]
     StateDir {
@@ -84,6 +132,8 @@ pub(crate) struct Inner {
     pub(crate) egress: EgressConfig,
     /// Whether `allowlist` is offered (probed once at construction).
     pub(crate) egress_support: EgressSupport,
+    /// The warm pool of this provider object.
+    pub(crate) pool: Pool,
 }
 
 pub(super) fn scope_ok(scope: &str) -> bool {
@@ -139,6 +189,9 @@ impl DockerProvider {
         if !scope_ok(&config.scope) {
             return Err(DockerProviderError::Scope(config.scope));
         }
+        if config.pool_size > MAX_POOL_SIZE {
+            return Err(DockerProviderError::PoolSize(config.pool_size.to_string()));
+        }
         let layout = Layout::new(config.state_dir);
         for dir in [layout.instances(), layout.snapshots()] {
             std::fs::create_dir_all(&dir)
@@ -153,13 +206,15 @@ impl DockerProvider {
                 processes: Arc::new(ProcessTable::new()),
                 egress,
                 egress_support: support,
+                pool: Pool::new(config.pool_size),
             }),
         })
     }
 
     /// A second provider object over the same daemon, state directory,
     /// scope and clock, sharing no in-memory state with this one: what a
-    /// restarted Runner constructs.
+    /// restarted Runner constructs. It keeps no warm pool (it exists to find
+    /// and sweep what the first one left).
     pub fn reopen(&self) -> DockerProvider {
         DockerProvider {
             inner: Arc::new(Inner {
@@ -170,6 +225,7 @@ impl DockerProvider {
                 processes: Arc::new(ProcessTable::new()),
                 egress: self.inner.egress.clone(),
                 egress_support: self.inner.egress_support.clone(),
+                pool: Pool::new(0),
             }),
         }
     }
@@ -197,6 +253,16 @@ impl DockerProvider {
     /// Where allowlist instances connect and how names resolve.
     pub fn egress_config(&self) -> &EgressConfig {
         &self.inner.egress
+    }
+
+    /// The container an instance of this scope runs in (a pooled
+    /// container's id, or the name `checkfu-<id>`), or `None` when the
+    /// instance is unknown.
+    pub fn container_of(&self, instance_id: &str) -> Option<String> {
+        self.inner
+            .load_instance(Operation::Member(Member::Execute), instance_id)
+            .ok()
+            .map(|rec| Inner::container_of(&rec))
     }
 }
 
@@ -242,6 +308,14 @@ impl Inner {
             Ok(_) => Err(not_found()),
             Err(m) => Err(provider_error(operation, m)),
         }
+    }
+
+    /// The container of an instance: the pooled container its record
+    /// names, else `checkfu-<id>`.
+    pub(super) fn container_of(rec: &InstanceRecord) -> String {
+        rec.pool_container
+            .clone()
+            .unwrap_or_else(|| container_name(&rec.instance_id))
     }
 
     pub(super) fn save_instance(

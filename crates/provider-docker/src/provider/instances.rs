@@ -178,34 +178,37 @@ impl Inner {
         Ok(())
     }
 
-    /// Creates and starts the container of an instance.
-    pub(super) async fn start_container(
+    /// What the container of `request` is created from: the host
+    /// directories of `dir_id` (an instance or a pool slot) bound at the
+    /// mount paths and the output tree, the workload user, and the
+    /// profile's limits.
+    pub(super) fn container_spec(
         &self,
-        operation: Operation,
-        rec: &InstanceRecord,
-    ) -> Result<(), SandboxError> {
-        let id = &rec.instance_id;
-        let r = &rec.request;
-        let mut binds: Vec<daemon::BindMount> = r
+        dir_id: &str,
+        request: &SandboxProvisionRequest,
+        image: &str,
+        labels: std::collections::HashMap<String, String>,
+    ) -> daemon::ContainerSpec {
+        let mut binds: Vec<daemon::BindMount> = request
             .mounts
             .iter()
             .enumerate()
             .map(|(i, m)| daemon::BindMount {
-                host_path: self.layout.mount_dir(id, i),
+                host_path: self.layout.mount_dir(dir_id, i),
                 container_path: m.path.clone(),
                 read_only: m.access == MountAccess::ReadOnly,
             })
             .collect();
         binds.push(daemon::BindMount {
-            host_path: self.layout.outputs_dir(id),
+            host_path: self.layout.outputs_dir(dir_id),
             container_path: OUTPUT_PATH.to_owned(),
             read_only: false,
         });
-        let res = &r.profile.resources;
-        let spec = daemon::ContainerSpec {
-            image: rec.image.clone(),
-            name: Some(container_name(id)),
-            labels: self.instance_labels(rec),
+        let res = &request.profile.resources;
+        daemon::ContainerSpec {
+            image: image.to_owned(),
+            name: Some(container_name(dir_id)),
+            labels,
             binds,
             user: Some(format!("{CHECKFU_UID}:{CHECKFU_UID}")),
             working_dir: Some("/".into()),
@@ -219,11 +222,26 @@ impl Inner {
             network_mode: None,
             extra_hosts: Vec::new(),
             ipv4_address: None,
-        };
-        // Allowlist: join the egress network with the resolved names, and
-        // load the rules before the instance is handed out (crate::egress).
+        }
+    }
+
+    /// Creates and starts the container of an instance. An allowlist
+    /// instance joins the egress network with its resolved names, and its
+    /// rules are loaded before the instance is handed out
+    /// ([`crate::egress`]); such an instance is never pooled.
+    pub(super) async fn start_container(
+        &self,
+        operation: Operation,
+        rec: &InstanceRecord,
+    ) -> Result<(), SandboxError> {
+        let spec = self.container_spec(
+            &rec.instance_id,
+            &rec.request,
+            &rec.image,
+            self.instance_labels(rec),
+        );
         let plan = self
-            .egress_plan(operation, &r.profile.network_policy)
+            .egress_plan(operation, &rec.request.profile.network_policy)
             .await?;
         let spec = match &plan {
             Some(p) => daemon::ContainerSpec {
@@ -283,28 +301,38 @@ impl Inner {
             // Another scope's instance under a shared state directory.
             return Ok(());
         }
-        daemon::remove_container(&self.docker, &container_name(id))
-            .await
-            .map_err(|e| daemon_error(operation, &e))?;
-        // Containers of this scope labelled with the id under another name.
-        let labels = [
-            (LABEL_SCOPE, self.scope.as_str()),
-            (LABEL_KIND, KIND_INSTANCE),
-            (LABEL_INSTANCE_ID, id),
-        ];
-        for c in daemon::list_containers_by_labels(&self.docker, &labels)
-            .await
-            .map_err(|e| daemon_error(operation, &e))?
-        {
-            if let Some(cid) = c.id {
-                daemon::remove_container(&self.docker, &cid)
-                    .await
-                    .map_err(|e| daemon_error(operation, &e))?;
+        // The container (kill and remove are one forced call), and any
+        // container of this scope labelled with the id under another name,
+        // at once; then the per-instance image tag, which a container still
+        // being removed would hold.
+        let pooled = rec.as_ref().and_then(|r| r.pool_container.clone());
+        let own = async {
+            if let Some(pooled) = &pooled {
+                daemon::remove_container(&self.docker, pooled).await?;
             }
+            daemon::remove_container(&self.docker, &container_name(id)).await
+        };
+        let strays = async {
+            let labels = [
+                (LABEL_SCOPE, self.scope.as_str()),
+                (LABEL_KIND, KIND_INSTANCE),
+                (LABEL_INSTANCE_ID, id),
+            ];
+            for c in daemon::list_containers_by_labels(&self.docker, &labels).await? {
+                if let Some(cid) = c.id {
+                    daemon::remove_container(&self.docker, &cid).await?;
+                }
+            }
+            Ok::<(), daemon::DaemonError>(())
+        };
+        let (own, strays) = tokio::join!(own, strays);
+        own.and(strays).map_err(|e| daemon_error(operation, &e))?;
+        // A record that owns no image needs no image call.
+        if rec.as_ref().is_none_or(|r| r.owned_image.is_some()) {
+            daemon::remove_image(&self.docker, &instance_tag(id), false)
+                .await
+                .map_err(|e| daemon_error(operation, &e))?;
         }
-        daemon::remove_image(&self.docker, &instance_tag(id), false)
-            .await
-            .map_err(|e| daemon_error(operation, &e))?;
         let dir = self.layout.instance_dir(id);
         blocking(op::DESTROY, move || match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),

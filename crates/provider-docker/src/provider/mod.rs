@@ -49,13 +49,17 @@
 //!   with an nftables rule set in its namespace, loaded from the host
 //!   before the instance is handed out ([`crate::egress`]); `allowlist` is
 //!   offered only where the host can do that.
+//! * **Warm pool.** Up to [`DockerConfig::pool_size`] containers per shape
+//!   (image, limits, network mode, mount plan) are created and started
+//!   ahead of time; provision claims one and activation starts nothing.
+//!   A pooled container serves one instance and goes with it ([`pool`]).
 //!
 //! # Files
 //!
 //! [`inner`] holds the provider object and its shared state; [`labels`],
 //! [`envelope`] and [`errors`] the vocabulary; [`instances`],
-//! [`snapshots`], [`sweep`], [`execute`], [`reads`] and [`open_process`]
-//! one concern each; [`sandbox`] wires the contract's required members to
+//! [`snapshots`], [`sweep`], [`execute`], [`reads`], [`open_process`]
+//! and [`pool`] one concern each; [`sandbox`] wires the contract's required members to
 //! them and [`rollbacks`] undoes allocations.
 
 mod egress;
@@ -66,6 +70,7 @@ mod inner;
 mod instances;
 mod labels;
 mod open_process;
+mod pool;
 mod reads;
 mod rollbacks;
 mod sandbox;
@@ -74,13 +79,17 @@ mod sweep;
 
 pub use envelope::{envelope, host_platform};
 pub use inner::{
-    DockerConfig, DockerProvider, DockerProviderError, MATERIALIZATION_REVISION, PROVIDER_ID,
-    PROVIDER_REVISION,
+    parse_pool_size, DockerConfig, DockerProvider, DockerProviderError, MATERIALIZATION_REVISION,
+    PROVIDER_ID, PROVIDER_REVISION,
 };
 pub use labels::{
     INSTANCE_REPOSITORY, KIND_INSTANCE, KIND_SNAPSHOT, LABEL_CREATED_AT, LABEL_EXPIRES_AT,
     LABEL_INSTANCE_ID, LABEL_KIND, LABEL_PROFILE_DIGEST, LABEL_PROFILE_ID, LABEL_PROFILE_VERSION,
     LABEL_PROVIDER, LABEL_SCOPE, LABEL_SESSION_ID, LABEL_SNAPSHOT_ID, LABEL_SOURCE_INSTANCE_ID,
     LABEL_WORKSPACE_ID, SNAPSHOT_REPOSITORY,
+};
+pub use pool::{
+    PoolShapeStatus, PoolStatus, DEFAULT_POOL_SIZE, KIND_POOL, LABEL_POOL_OWNER, LABEL_POOL_SHAPE,
+    LABEL_POOL_SLOT, MAX_POOL_SIZE, POOL_ENV,
 };
 pub use sweep::{Inventory, ObjectTimes};

@@ -6,8 +6,7 @@ use checkfu_sandbox_contract::*;
 
 use super::{
     errors::daemon_error,
-    inner::{DockerProvider, PROVIDER_ID},
-    labels::container_name,
+    inner::{DockerProvider, Inner, PROVIDER_ID},
 };
 use crate::daemon;
 use crate::process;
@@ -36,7 +35,7 @@ impl OpenProcessMember for DockerProvider {
         let started_at = inner.clock.now();
         let exec = daemon::exec_streaming(
             &inner.docker,
-            &container_name(&rec.instance_id),
+            &Inner::container_of(&rec),
             &argv,
             &env,
             Some(&request.working_directory),

@@ -26,7 +26,9 @@ impl Rollback for InstanceRollback {
 }
 
 /// Rollback of an activation: removes the container and puts the record
-/// back to `provisioning` (if the instance still exists).
+/// back to `provisioning` (if the instance still exists). A pooled
+/// instance's container was started at provision, not by the activation,
+/// and nothing ran in it: it stays, and only the state goes back.
 pub(super) struct ActivateRollback {
     pub(super) inner: Arc<Inner>,
     pub(super) instance_id: String,
@@ -36,9 +38,16 @@ pub(super) struct ActivateRollback {
 impl Rollback for ActivateRollback {
     async fn rollback(&self) -> Result<(), SandboxError> {
         const OP: Operation = Operation::Rollback(Member::Activate);
-        daemon::remove_container(&self.inner.docker, &container_name(&self.instance_id))
-            .await
-            .map_err(|e| daemon_error(OP, &e))?;
+        let pooled = match self.inner.load_instance(OP, &self.instance_id) {
+            Ok(rec) => rec.pool_container.is_some(),
+            Err(SandboxError::SandboxInstanceNotFound { .. }) => false,
+            Err(e) => return Err(e),
+        };
+        if !pooled {
+            daemon::remove_container(&self.inner.docker, &container_name(&self.instance_id))
+                .await
+                .map_err(|e| daemon_error(OP, &e))?;
+        }
         match self.inner.load_instance(OP, &self.instance_id) {
             Ok(mut rec) => {
                 rec.state = InstanceState::Provisioning;

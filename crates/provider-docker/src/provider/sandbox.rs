@@ -41,7 +41,7 @@ impl SandboxProvider for DockerProvider {
             member: Member::Provision,
             instance_id: id.clone(),
         });
-        let rec = InstanceRecord {
+        let mut rec = InstanceRecord {
             record_revision: RECORD_REVISION,
             scope: inner.scope.clone(),
             instance_id: id.clone(),
@@ -51,7 +51,31 @@ impl SandboxProvider for DockerProvider {
             image,
             owned_image: None,
             resumed_from: None,
+            pool_container: None,
         };
+        if let Some(slot) = inner.pool_take(&request, &rec.image) {
+            // The slot's directories were prepared for this shape: the
+            // record goes in, and the directory becomes the instance's.
+            rec.pool_container = Some(slot.container.clone());
+            let slot_dir = inner.layout.instance_dir(&slot.id);
+            let instance_dir = inner.layout.instance_dir(&id);
+            let claimed = store::write_record(&slot_dir.join(store::INSTANCE_RECORD), &rec)
+                .and_then(|()| std::fs::rename(&slot_dir, &instance_dir));
+            match claimed {
+                Ok(()) => {
+                    inner.pool_claimed(&slot);
+                    return Ok(Handoff {
+                        value: instance_of(&request, &id, InstanceState::Provisioning),
+                        rollback,
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(slot = %slot.id, error = %e, "claiming a pool slot failed");
+                    inner.pool_release_unclaimed(&slot).await;
+                    rec.pool_container = None;
+                }
+            }
+        }
         let prepared = store::publish_dir(
             &inner.layout.instance_dir(&id),
             store::INSTANCE_RECORD,
@@ -151,7 +175,11 @@ impl SandboxProvider for DockerProvider {
             inner: inner.clone(),
             instance_id: rec.instance_id.clone(),
         });
-        inner.start_container(OP, &rec).await?;
+        if rec.pool_container.is_none() {
+            inner.start_container(OP, &rec).await?;
+        }
+        // A pooled container was started when the pool filled: activation
+        // only records the state.
         rec.state = InstanceState::Active;
         if let Err(e) = inner.save_instance(OP, &rec) {
             let _ = rollback.rollback().await;

@@ -10,10 +10,7 @@ use super::{
     errors::{blocking, chain, daemon_error, provider_error},
     inner::{Inner, SNAPSHOT_PREFIX},
     instances::owner_of,
-    labels::{
-        container_name, instance_tag, snapshot_tag, INSTANCE_REPOSITORY, LABEL_SCOPE,
-        SNAPSHOT_REPOSITORY,
-    },
+    labels::{instance_tag, snapshot_tag, INSTANCE_REPOSITORY, LABEL_SCOPE, SNAPSHOT_REPOSITORY},
 };
 use crate::archive;
 use crate::daemon;
@@ -138,7 +135,7 @@ impl Inner {
         store::publish_dir(&dir, store::SNAPSHOT_RECORD, &record).map_err(|e| {
             provider_error(operation, format!("creating the snapshot directory: {e}"))
         })?;
-        let name = container_name(&rec.instance_id);
+        let name = Inner::container_of(rec);
         // Pause so that the commit and the archives see one instant.
         self.docker
             .pause_container(&name)
@@ -162,7 +159,7 @@ impl Inner {
         let snapshot = &record.snapshot;
         daemon::commit_container(
             &self.docker,
-            &container_name(&rec.instance_id),
+            &Inner::container_of(rec),
             Some((SNAPSHOT_REPOSITORY, &snapshot.snapshot_id)),
             &self.snapshot_labels(snapshot),
         )
@@ -307,6 +304,7 @@ impl Inner {
             image: tag.clone(),
             owned_image: Some(tag.clone()),
             resumed_from: Some(source.snapshot.snapshot_id.clone()),
+            pool_container: None,
         };
         // The record first, so a sweep finds the instance from now on.
         store::publish_dir(&self.layout.instance_dir(id), store::INSTANCE_RECORD, &rec)

@@ -51,6 +51,9 @@ pub struct Inventory {
     pub instances_on_daemon: BTreeSet<String>,
     /// Snapshots by id.
     pub snapshots: BTreeMap<String, ObjectTimes>,
+    /// Warm-pool containers that instance records claimed (they belong to
+    /// those instances, not to the pool).
+    pub pool_containers: BTreeSet<String>,
 }
 
 impl DockerProvider {
@@ -64,16 +67,20 @@ impl DockerProvider {
         self.inner.inventory().await
     }
 
-    /// Destroys every instance (first: a container may be built from a
-    /// snapshot's image) and then every snapshot of this scope, attempting
-    /// each one. Returns one line per object that could not be destroyed
-    /// (empty when all were); used by teardown that must leave nothing.
+    /// Drains the warm pool ([`DockerProvider::drain_pool`]), then destroys
+    /// every instance (first: a container may be built from a snapshot's
+    /// image) and then every snapshot of this scope, attempting each one.
+    /// Returns one line per object that could not be destroyed (empty when
+    /// all were); used by teardown that must leave nothing.
     pub async fn destroy_all(&self) -> Vec<String> {
+        let mut problems = self.drain_pool().await;
         let inv = match self.inventory().await {
             Ok(inv) => inv,
-            Err(e) => return vec![format!("inventory: {e}")],
+            Err(e) => {
+                problems.push(format!("inventory: {e}"));
+                return problems;
+            }
         };
-        let mut problems = Vec::new();
         for id in inv.instances.keys() {
             if let Err(e) = self.inner.destroy_instance(op::DESTROY, id).await {
                 problems.push(format!("instance {id}: {e}"));
@@ -163,6 +170,10 @@ impl Inner {
         })
         .await?;
         for (id, rec) in recs {
+            if let Some(container) = rec.as_ref().and_then(|r| r.pool_container.clone()) {
+                inv.pool_containers.insert(container);
+                inv.instances_on_daemon.insert(id.clone());
+            }
             inv.instances.insert(
                 id,
                 rec.map(|r| ObjectTimes {
@@ -288,6 +299,11 @@ impl Inner {
                 .collect()
                 .await;
             outcomes.extend(phase);
+        }
+        // Warm-pool slots no live provider holds (not contract objects: not
+        // in the result; one that stays is swept next time).
+        if let Err(e) = inner.pool_sweep_orphans(&inv.pool_containers).await {
+            tracing::warn!(error = %e, "cleanup could not remove an orphaned warm-pool slot");
         }
         settle_sweep(result, outcomes)
     }

@@ -182,6 +182,7 @@ impl LabNet {
                 network: self.network().to_owned(),
                 static_hosts: hosts,
             },
+            0,
         )
         .await;
         assert!(

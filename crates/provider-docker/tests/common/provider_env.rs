@@ -22,18 +22,25 @@ pub struct ProviderEnv {
 
 impl ProviderEnv {
     /// Connects (or skips, see [`super::docker_or_skip`]) and builds the
-    /// fixture.
+    /// fixture; the provider keeps no warm pool.
     pub async fn new(test: &str) -> Option<ProviderEnv> {
+        Self::with_pool(test, 0).await
+    }
+
+    /// As [`ProviderEnv::new`], with a warm pool of `pool_size` per shape.
+    pub async fn with_pool(test: &str, pool_size: usize) -> Option<ProviderEnv> {
         let docker = super::docker_or_skip(test).await?;
-        Some(Self::with_egress(test, docker, EgressConfig::default()).await)
+        Some(Self::with_egress(test, docker, EgressConfig::default(), pool_size).await)
     }
 
     /// A provider whose allowlist instances join `egress.network` (the
-    /// host's egress support probed as in production).
+    /// host's egress support probed as in production), with a warm pool of
+    /// `pool_size` per shape.
     pub async fn with_egress(
         test: &str,
         docker: checkfu_sandbox_docker::Docker,
         egress: EgressConfig,
+        pool_size: usize,
     ) -> ProviderEnv {
         let pinned = super::fixture_ref(&docker).await;
         let unique = super::unique(test);
@@ -46,6 +53,7 @@ impl ProviderEnv {
                 state_dir: state_dir.clone(),
                 scope: scope.clone(),
                 clock: Arc::new(SystemClock),
+                pool_size,
             },
             egress,
             EgressSupport::probe_cached(),
