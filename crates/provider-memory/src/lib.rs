@@ -77,7 +77,7 @@ mod probe;
 mod process;
 mod provider;
 
-pub use fault::{faults, Fault, IdentityField};
+pub use fault::{faults, ActiveWriteFault, Fault, IdentityField};
 pub use fs::{FsNode, SpecialKind, MAX_LINK_HOPS};
 pub use process::PIPE_CAPACITY_BYTES;
 pub use provider::{
