@@ -147,6 +147,9 @@ struct SessionState {
     processes: std::collections::BTreeSet<String>,
     next: u64,
     ended: bool,
+    /// Requests this side sent the runner (`runner/activeWriteDispatched`),
+    /// by id, awaiting the runner's answer.
+    asked: HashMap<u64, tokio::sync::oneshot::Sender<Result<Value, RpcError>>>,
 }
 
 struct Session {
@@ -295,6 +298,7 @@ fn handle_line(session: &Arc<Session>, line: &[u8]) -> Result<(), ServeError> {
                     | method::RELEASE
                     | method::RESUME
                     | method::OPEN_PROCESS
+                    | method::BEGIN_ACTIVE_WRITE
                     | method::ROLLBACK
                     | method::PROCESS_DESTROY
             );
@@ -307,7 +311,7 @@ fn handle_line(session: &Arc<Session>, line: &[u8]) -> Result<(), ServeError> {
             );
             let s = session.clone();
             let task = tokio::spawn(async move {
-                let outcome = dispatch(&s, &method, params).await;
+                let outcome = dispatch(&s, id, &method, params).await;
                 settle(&s, id, outcome).await;
             });
             if abortable {
@@ -317,10 +321,14 @@ fn handle_line(session: &Arc<Session>, line: &[u8]) -> Result<(), ServeError> {
             }
         }
         Incoming::Notification { method, params } => notification(session, &method, params),
-        Incoming::Response { id, .. } => {
-            // The runner's answer to runner/activeWriteDispatched; no
-            // provider sends that request yet.
-            tracing::debug!(id, "response from the runner");
+        Incoming::Response { id, outcome } => {
+            // The runner's answer to runner/activeWriteDispatched.
+            match session.lock().asked.remove(&id) {
+                Some(waiting) => {
+                    let _ = waiting.send(outcome);
+                }
+                None => tracing::debug!(id, "an answer to nothing this side asked"),
+            }
         }
     }
     Ok(())
@@ -477,6 +485,55 @@ fn params<T: DeserializeOwned>(method: &str, v: &Value) -> Result<T, RpcError> {
     })
 }
 
+/// The dispatch marker of a served beginActiveWrite: asks the runner with
+/// `runner/activeWriteDispatched` and waits for its answer. A runner that
+/// answers with an error, or is gone before answering, aborts the still
+/// open transaction.
+struct WireMarker {
+    session: Arc<Session>,
+    request_id: u64,
+}
+
+#[async_trait::async_trait]
+impl DispatchMarker for WireMarker {
+    async fn dispatch(&self, transaction_id: &str) -> Result<(), SandboxError> {
+        const OP: Operation = Operation::Member(checkfu_sandbox_contract::Member::BeginActiveWrite);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let id = {
+            let mut st = self.session.lock();
+            st.next += 1;
+            let id = st.next;
+            st.asked.insert(id, tx);
+            id
+        };
+        let params = ActiveWriteDispatchedParams {
+            request_id: self.request_id,
+            transaction_id: transaction_id.to_owned(),
+        };
+        self.session.send(request_line(
+            id,
+            method::ACTIVE_WRITE_DISPATCHED,
+            to_value(&params),
+        ));
+        match rx.await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(SandboxError::failed(
+                OP,
+                FailureReason::ProviderError,
+                format!(
+                    "the runner aborted the transaction at its dispatch marker: {}",
+                    e.message
+                ),
+            )),
+            Err(_) => Err(SandboxError::failed(
+                OP,
+                FailureReason::ProviderError,
+                "the runner was gone before it answered the dispatch marker",
+            )),
+        }
+    }
+}
+
 fn sandbox(e: SandboxError) -> RpcError {
     RpcError::sandbox(&e)
 }
@@ -509,7 +566,7 @@ fn hook_error(message: String) -> RpcError {
     }
 }
 
-async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, RpcError> {
+async fn dispatch(session: &Arc<Session>, id: u64, m: &str, p: Value) -> Result<Done, RpcError> {
     let provider = session.served.provider.clone();
     match m {
         method::CAPABILITIES => Ok(Done::Value(to_value(&provider.capabilities()))),
@@ -538,7 +595,17 @@ async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, Rpc
             None => Err(absent(m)),
         },
         method::BEGIN_ACTIVE_WRITE => match provider.begin_active_write() {
-            Some(member) => value(member.begin_active_write(params(m, &p)?).await),
+            Some(member) => {
+                let marker = Arc::new(WireMarker {
+                    session: session.clone(),
+                    request_id: id,
+                });
+                value(
+                    member
+                        .begin_active_write(ActiveWriteTransaction::new(params(m, &p)?, marker))
+                        .await,
+                )
+            }
             None => Err(absent(m)),
         },
         method::RESOLVE_IMAGE => match provider.resolve_image() {

@@ -220,6 +220,8 @@ struct Hooks {
     active_write_skips_marker: bool,
     /// beginActiveWrite publishes although the marker aborted.
     active_write_ignores_abort: bool,
+    /// beginActiveWrite fails with this error after the marker.
+    active_write_error_after_marker: Option<SandboxError>,
 }
 
 #[derive(Default)]
@@ -384,6 +386,11 @@ impl Inner {
     /// beginActiveWrite publishes although the dispatch marker aborted.
     pub fn active_write_ignores_abort(&self) {
         lock(&self.hooks).active_write_ignores_abort = true;
+    }
+
+    /// beginActiveWrite fails with `error` after invoking the marker.
+    pub fn active_write_fails_after_marker(&self, error: SandboxError) {
+        lock(&self.hooks).active_write_error_after_marker = Some(error);
     }
 
     /// Mutates every beginActiveWrite outcome.
@@ -1235,6 +1242,9 @@ impl ActiveWriteMember for Scripted {
                     });
                 }
             }
+        }
+        if let Some(e) = lock(&self.hooks).active_write_error_after_marker.clone() {
+            return Err(e);
         }
         let request = transaction.into_request();
         let instance = self.require(
