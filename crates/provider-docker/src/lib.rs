@@ -30,6 +30,7 @@
 //! Contained reads and writes on host directories come from
 //! [`checkfu_sandbox_contained`].
 
+mod active_write;
 mod archive;
 mod busybox;
 #[cfg(feature = "conformance")]
@@ -46,6 +47,7 @@ pub mod testnet;
 pub use archive::{
     archive_dir, extract_archive, extract_archive_keeping_links, ArchiveSummary, ExtractSummary,
 };
+pub use active_write::{ActiveWriteRecovery, ActiveWriteStep, StepHook};
 pub use bollard;
 pub use bollard::Docker;
 pub use busybox::{locate_busybox, BusyboxError, BUSYBOX_PACKAGE};

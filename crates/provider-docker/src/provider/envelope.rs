@@ -33,7 +33,8 @@ pub fn envelope() -> SandboxProviderCapabilities {
         snapshot_custody: SnapshotCustody::Runner,
         list_dir: true,
         physically_contained_file_read: true,
-        active_mount_write: false,
+        // beginActiveWrite: a journal in the state directory (crate::active_write).
+        active_mount_write: true,
         egress_certification: EgressCertification::Unsupported,
         enforcement: Enforcement {
             // Mount namespace, read-only binds, contained host reads.
@@ -70,6 +71,6 @@ mod tests {
         assert_eq!(e.max_mounts, 64);
         assert_eq!(e.network_modes, vec![NetworkMode::None]);
         assert!(e.snapshots && e.snapshot_clone && e.list_dir && e.physically_contained_file_read);
-        assert!(!e.active_mount_write);
+        assert!(e.active_mount_write);
     }
 }

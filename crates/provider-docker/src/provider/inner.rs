@@ -79,6 +79,8 @@ pub(crate) struct Inner {
     pub(crate) clock: Arc<dyn Clock>,
     /// instance id -> reservation token of its one live process.
     pub(crate) processes: Arc<ProcessTable>,
+    /// beginActiveWrite's step hook (crash tests).
+    pub(crate) active_write_hook: std::sync::OnceLock<crate::active_write::StepHook>,
 }
 
 pub(super) fn scope_ok(scope: &str) -> bool {
@@ -99,7 +101,15 @@ impl DockerProvider {
     /// malformed or the state directory cannot be created.
     pub async fn connect(config: DockerConfig) -> Result<Self, DockerProviderError> {
         let docker = daemon::connect().await?;
-        Self::with_docker(docker, config)
+        let provider = Self::with_docker(docker, config)?;
+        // beginActiveWrite recovery on the provider's start: interrupted
+        // dispatches rolled back, committed ones finished, inherited pause
+        // tokens released. A failure is reported and retried by the next
+        // delivery of the same transaction.
+        if let Err(e) = provider.recover_active_writes().await {
+            tracing::warn!(error = %e, "active-write recovery incomplete");
+        }
+        Ok(provider)
     }
 
     /// A provider over an already connected daemon handle.
@@ -123,6 +133,7 @@ impl DockerProvider {
                 scope: config.scope,
                 clock: config.clock,
                 processes: Arc::new(ProcessTable::new()),
+                active_write_hook: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -138,6 +149,7 @@ impl DockerProvider {
                 scope: self.inner.scope.clone(),
                 clock: self.inner.clock.clone(),
                 processes: Arc::new(ProcessTable::new()),
+                active_write_hook: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -80,3 +80,4 @@ pub use labels::{
     LABEL_WORKSPACE_ID, SNAPSHOT_REPOSITORY,
 };
 pub use sweep::{Inventory, ObjectTimes};
+pub(crate) use labels::container_name;
