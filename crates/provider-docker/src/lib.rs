@@ -44,10 +44,10 @@ mod provider;
 mod store;
 pub mod testnet;
 
+pub use active_write::{ActiveWriteRecovery, ActiveWriteStep, StepHook};
 pub use archive::{
     archive_dir, extract_archive, extract_archive_keeping_links, ArchiveSummary, ExtractSummary,
 };
-pub use active_write::{ActiveWriteRecovery, ActiveWriteStep, StepHook};
 pub use bollard;
 pub use bollard::Docker;
 pub use busybox::{locate_busybox, BusyboxError, BUSYBOX_PACKAGE};

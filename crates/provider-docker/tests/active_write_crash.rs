@@ -92,7 +92,10 @@ async fn child(spec: &str) -> ExitCode {
     provider.set_active_write_step_hook(Arc::new(move |s| {
         if s == at {
             // The provider's process dies here, mid-transaction.
-            let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
         }
     }));
     let member = SandboxProvider::begin_active_write(&provider).expect("member");
@@ -159,7 +162,11 @@ async fn crash_and_recover(step: ActiveWriteStep) -> bool {
         .join(&id)
         .join("mounts")
         .join(DEEP_INDEX.to_string());
-    let journal_root = env.state_dir.join("instances").join(&id).join("active-write");
+    let journal_root = env
+        .state_dir
+        .join("instances")
+        .join(&id)
+        .join("active-write");
 
     // The child runs the transaction and dies at `step`.
     let exe = std::env::current_exe().expect("current exe");
@@ -178,7 +185,11 @@ async fn crash_and_recover(step: ActiveWriteStep) -> bool {
     .expect("the child settles within 120 s")
     .expect("child ran");
     use std::os::unix::process::ExitStatusExt;
-    assert_eq!(status.signal(), Some(9), "{name}: child was not killed: {status:?}");
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "{name}: child was not killed: {status:?}"
+    );
 
     // A fresh provider: connect runs recovery.
     let fresh = DockerProvider::connect(DockerConfig {
@@ -190,8 +201,16 @@ async fn crash_and_recover(step: ActiveWriteStep) -> bool {
     .expect("fresh provider");
 
     let committed = step == ActiveWriteStep::Committed;
-    let files = [read(&mount, "a.txt"), read(&mount, "sub/b.txt"), read(&mount, "n.txt")];
-    let all_old = [Some("old a\n".to_string()), Some("old b\n".to_string()), None];
+    let files = [
+        read(&mount, "a.txt"),
+        read(&mount, "sub/b.txt"),
+        read(&mount, "n.txt"),
+    ];
+    let all_old = [
+        Some("old a\n".to_string()),
+        Some("old b\n".to_string()),
+        None,
+    ];
     let all_new = [
         Some("new a\n".to_string()),
         Some("new b\n".to_string()),
@@ -215,8 +234,15 @@ async fn crash_and_recover(step: ActiveWriteStep) -> bool {
         })
         .await
         .expect("execute after recovery");
-    assert_eq!(r.stdout_base64.as_slice(), want[0].as_ref().unwrap().as_bytes(), "{name}");
-    assert!(!journal_root.join("pause-token.json").exists(), "{name}: token left");
+    assert_eq!(
+        r.stdout_base64.as_slice(),
+        want[0].as_ref().unwrap().as_bytes(),
+        "{name}"
+    );
+    assert!(
+        !journal_root.join("pause-token.json").exists(),
+        "{name}: token left"
+    );
 
     // What recovery left: an open journal (caller-owned, never rolled back)
     // before dispatch; settled evidence-free journals after.
@@ -227,7 +253,9 @@ async fn crash_and_recover(step: ActiveWriteStep) -> bool {
             "{name}: the open journal was rolled back: {left:?}"
         ),
         _ => assert!(
-            !left.iter().any(|p| p.contains("staged") || p.contains("rollback")),
+            !left
+                .iter()
+                .any(|p| p.contains("staged") || p.contains("rollback")),
             "{name}: evidence left after recovery: {left:?}"
         ),
     }
@@ -244,10 +272,18 @@ async fn crash_and_recover(step: ActiveWriteStep) -> bool {
         _ => ("committed", &all_new),
     };
     assert_eq!(out.kind(), kind, "{name}: redelivery outcome {out:?}");
-    let files = [read(&mount, "a.txt"), read(&mount, "sub/b.txt"), read(&mount, "n.txt")];
+    let files = [
+        read(&mount, "a.txt"),
+        read(&mount, "sub/b.txt"),
+        read(&mount, "n.txt"),
+    ];
     assert_eq!(&files, want, "{name}: after redelivery");
     let left = tree(&journal_root);
-    assert_eq!(left.len(), 2, "{name}: expected one settled journal, left {left:?}");
+    assert_eq!(
+        left.len(),
+        2,
+        "{name}: expected one settled journal, left {left:?}"
+    );
     assert!(left[1].ends_with("/journal.json"), "{name}: {left:?}");
     let again = member
         .begin_active_write(ActiveWriteTransaction::proceeding(batch(&id)))
@@ -258,10 +294,15 @@ async fn crash_and_recover(step: ActiveWriteStep) -> bool {
     // Destroy: nothing of the instance is left (ProviderEnv's drop checks
     // the scope and the state directory as well).
     fresh
-        .destroy(DestroyRequest { instance_id: id.clone() })
+        .destroy(DestroyRequest {
+            instance_id: id.clone(),
+        })
         .await
         .expect("destroy");
-    assert!(!env.state_dir.join("instances").join(&id).exists(), "{name}: instance dir left");
+    assert!(
+        !env.state_dir.join("instances").join(&id).exists(),
+        "{name}: instance dir left"
+    );
     assert_eq!(env.leftovers().await, (0, 0), "{name}: daemon objects left");
     let _ = Path::new(DEEP);
     true

@@ -10,7 +10,9 @@ use checkfu_sandbox_contract::identity::{
     check_clone, check_instance, check_process_evidence, check_snapshot, Mismatch,
 };
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_memory::{faults, ActiveWriteFault, Fault, FsNode, IdentityField, MemoryProvider};
+use checkfu_sandbox_memory::{
+    faults, ActiveWriteFault, Fault, FsNode, IdentityField, MemoryProvider,
+};
 use common::*;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
@@ -421,7 +423,8 @@ async fn observe_active_write(p: &MemoryProvider, fault: ActiveWriteFault) -> Va
         }
         F::PartialPublish => {
             let id = active(p, RetentionMode::Durable).await;
-            p.plant(&id, "/data/rw/f", FsNode::File(b"f".to_vec())).unwrap();
+            p.plant(&id, "/data/rw/f", FsNode::File(b"f".to_vec()))
+                .unwrap();
             let (r, _) = write_with(
                 p,
                 batch(&id, &[("/data/rw/c", b"c"), ("/data/rw/f/x", b"x")]),
@@ -463,7 +466,10 @@ fn intended_active_write(fault: ActiveWriteFault) -> (Value, Value) {
         F::MarkerSkipped => (json!(["committed", 1]), json!(["committed", 0])),
         F::IndeterminateUndispatched => (json!(["committed", 1]), json!(["indeterminate", 0])),
         F::AbortIgnored => (json!(["rolled_back", false]), json!(["committed", true])),
-        F::RedeliveryDiffers => (json!(["committed", "edited"]), json!(["rolled_back", "edited"])),
+        F::RedeliveryDiffers => (
+            json!(["committed", "edited"]),
+            json!(["rolled_back", "edited"]),
+        ),
         F::RedeliveryReapplied => (json!(["committed", "edited"]), json!(["committed", "new"])),
         F::PartialPublish => (json!(["rolled_back", false]), json!(["rolled_back", true])),
         F::ShallowMount => (json!("/data/rw/deep"), json!("/data/rw")),

@@ -406,26 +406,25 @@ impl Conn {
                         // (null: dispatch; an error: the caller aborts the
                         // open transaction). Answered from its own task so
                         // the reader keeps reading.
-                        let marker = serde_json::from_value::<ActiveWriteDispatchedParams>(
-                            params.clone(),
-                        )
-                        .map_err(|e| RpcError::plain(code::INVALID_PARAMS, e.to_string()))
-                        .and_then(|p| {
-                            self.lock()
-                                .markers
-                                .get(&p.transaction_id)
-                                .cloned()
-                                .map(|m| (m, p.transaction_id.clone()))
-                                .ok_or_else(|| {
-                                    RpcError::plain(
-                                        code::INVALID_PARAMS,
-                                        format!(
+                        let marker =
+                            serde_json::from_value::<ActiveWriteDispatchedParams>(params.clone())
+                                .map_err(|e| RpcError::plain(code::INVALID_PARAMS, e.to_string()))
+                                .and_then(|p| {
+                                    self.lock()
+                                        .markers
+                                        .get(&p.transaction_id)
+                                        .cloned()
+                                        .map(|m| (m, p.transaction_id.clone()))
+                                        .ok_or_else(|| {
+                                            RpcError::plain(
+                                                code::INVALID_PARAMS,
+                                                format!(
                                             "no beginActiveWrite of transaction {} is in flight",
                                             p.transaction_id
                                         ),
-                                    )
-                                })
-                        });
+                                            )
+                                        })
+                                });
                         match marker {
                             Ok((marker, transaction_id)) => {
                                 let conn = self.clone();

@@ -119,7 +119,8 @@ struct Flight(PathBuf);
 impl Flight {
     fn take(dir: &Path) -> Option<Flight> {
         let mut set = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-        set.insert(dir.to_path_buf()).then(|| Flight(dir.to_path_buf()))
+        set.insert(dir.to_path_buf())
+            .then(|| Flight(dir.to_path_buf()))
     }
 
     fn busy(dir: &Path) -> bool {
@@ -143,7 +144,9 @@ fn failed(message: impl Into<String>) -> SandboxError {
     SandboxError::failed(OP, FailureReason::ProviderError, message)
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, SandboxError> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, SandboxError> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| failed(format!("blocking task failed: {e}")))
@@ -155,7 +158,10 @@ fn within(path: &str, root: &str) -> bool {
 
 /// The index of the deepest mount owning every path; it must be
 /// read-write.
-fn owning_mount(request: &ActiveWriteRequest, mounts: &[SandboxMount]) -> Result<usize, SandboxError> {
+fn owning_mount(
+    request: &ActiveWriteRequest,
+    mounts: &[SandboxMount],
+) -> Result<usize, SandboxError> {
     let mut owner: Option<usize> = None;
     for f in &request.files {
         let deepest = mounts
@@ -183,7 +189,10 @@ fn owning_mount(request: &ActiveWriteRequest, mounts: &[SandboxMount]) -> Result
                 return Err(SandboxError::failed(
                     OP,
                     FailureReason::PathNotAdmitted,
-                    format!("{} and {} are owned by different mounts", mounts[o].path, mounts[i].path),
+                    format!(
+                        "{} and {} are owned by different mounts",
+                        mounts[o].path, mounts[i].path
+                    ),
                 ))
             }
             _ => owner = Some(i),
@@ -282,7 +291,11 @@ impl DockerProvider {
 
     /// Rolls a dispatched journal back or finishes a committed one; the
     /// journal is settled afterwards. Open and settled journals are left.
-    fn recover_journal(mount_root: &Path, dir: &Path, mut j: Journal) -> Result<Option<Journal>, String> {
+    fn recover_journal(
+        mount_root: &Path,
+        dir: &Path,
+        mut j: Journal,
+    ) -> Result<Option<Journal>, String> {
         match j.state {
             JournalState::Open | JournalState::Settled => return Ok(None),
             JournalState::Dispatched => {
@@ -310,7 +323,11 @@ impl DockerProvider {
 
     /// Recovers every transaction of one instance that no call of this
     /// process is working on, then any pause token.
-    async fn recover_instance(&self, rec: &InstanceRecord, report: &mut ActiveWriteRecovery) -> Result<(), SandboxError> {
+    async fn recover_instance(
+        &self,
+        rec: &InstanceRecord,
+        report: &mut ActiveWriteRecovery,
+    ) -> Result<(), SandboxError> {
         let id = rec.instance_id.clone();
         let dirs = Dirs::new(&self.inner.layout.instance_dir(&id));
         let d = dirs.clone();
@@ -322,14 +339,23 @@ impl DockerProvider {
                 if Flight::busy(&dir) {
                     continue;
                 }
-                let Some(j) = journal::read(&dir)? else { continue };
+                let Some(j) = journal::read(&dir)? else {
+                    continue;
+                };
                 if rec2.request.mounts.get(j.mount_index).is_none() {
-                    return Err(format!("journal {} names no mount {}", dir.display(), j.mount_index));
+                    return Err(format!(
+                        "journal {} names no mount {}",
+                        dir.display(),
+                        j.mount_index
+                    ));
                 }
                 let root = layout.mount_dir(&rec2.instance_id, j.mount_index);
                 let before = j.state;
                 if let Some(settled) = Self::recover_journal(&root, &dir, j)? {
-                    out.push(Journal { state: before, ..settled });
+                    out.push(Journal {
+                        state: before,
+                        ..settled
+                    });
                 }
             }
             Ok(out)
@@ -351,7 +377,9 @@ impl DockerProvider {
                 holder: "recovery".into(),
                 inherited_from: Some(token.holder),
             };
-            blocking(move || journal::write_token(&d, &taken)).await?.map_err(failed)?;
+            blocking(move || journal::write_token(&d, &taken))
+                .await?
+                .map_err(failed)?;
             self.unpause(&id, &dirs).await.map_err(failed)?;
             report.unpaused.push(id);
         }
@@ -394,7 +422,10 @@ impl DockerProvider {
         if errors.is_empty() {
             Ok(report)
         } else {
-            Err(failed(format!("active-write recovery: {}", errors.join("; "))))
+            Err(failed(format!(
+                "active-write recovery: {}",
+                errors.join("; ")
+            )))
         }
     }
 
@@ -467,7 +498,9 @@ impl DockerProvider {
                 j.state = JournalState::Committed;
                 j.outcome = Some(outcome.clone());
                 let (d, jj) = (dir.to_path_buf(), j.clone());
-                blocking(move || journal::write(&d, &jj)).await?.map_err(failed)?;
+                blocking(move || journal::write(&d, &jj))
+                    .await?
+                    .map_err(failed)?;
                 self.step(ActiveWriteStep::Committed);
                 outcome
             }
@@ -544,31 +577,42 @@ impl ActiveWriteMember for DockerProvider {
         };
 
         // A journal of this transaction from an earlier delivery.
-        let (d, dg, root) = (dir.clone(), digest.clone(), self.inner.layout.mount_dir(&id, mount_index));
-        let earlier = blocking(move || -> Result<Result<Option<ActiveWriteOutcome>, SandboxError>, String> {
-            let Some(j) = journal::read(&d)? else { return Ok(Ok(None)) };
-            if let Err(e) = refuse_other_batch(&j, &dg) {
-                return Ok(Err(e));
-            }
-            match j.state {
-                JournalState::Open => {
-                    // Its caller stopped observing before the marker: restage.
-                    journal::remove_tree(&d)?;
-                    Ok(Ok(None))
+        let (d, dg, root) = (
+            dir.clone(),
+            digest.clone(),
+            self.inner.layout.mount_dir(&id, mount_index),
+        );
+        let earlier = blocking(
+            move || -> Result<Result<Option<ActiveWriteOutcome>, SandboxError>, String> {
+                let Some(j) = journal::read(&d)? else {
+                    return Ok(Ok(None));
+                };
+                if let Err(e) = refuse_other_batch(&j, &dg) {
+                    return Ok(Err(e));
                 }
-                _ => {
-                    let settled = match Self::recover_journal(&root, &d, j.clone())? {
-                        Some(s) => s,
-                        None => j,
-                    };
-                    Ok(Ok(settled.outcome))
+                match j.state {
+                    JournalState::Open => {
+                        // Its caller stopped observing before the marker: restage.
+                        journal::remove_tree(&d)?;
+                        Ok(Ok(None))
+                    }
+                    _ => {
+                        let settled = match Self::recover_journal(&root, &d, j.clone())? {
+                            Some(s) => s,
+                            None => j,
+                        };
+                        Ok(Ok(settled.outcome))
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?
         .map_err(failed)??;
         if let Some(outcome) = earlier {
-            if journal::read_token(&dirs).map_err(failed)?.is_some_and(|t| t.holder == request.transaction_id) {
+            if journal::read_token(&dirs)
+                .map_err(failed)?
+                .is_some_and(|t| t.holder == request.transaction_id)
+            {
                 self.unpause(&id, &dirs).await.map_err(failed)?;
             }
             return Ok(outcome);
@@ -615,7 +659,9 @@ impl ActiveWriteMember for DockerProvider {
         let mut j = j;
         j.state = JournalState::Dispatched;
         let (d, jj) = (dir.clone(), j.clone());
-        blocking(move || journal::write(&d, &jj)).await?.map_err(failed)?;
+        blocking(move || journal::write(&d, &jj))
+            .await?
+            .map_err(failed)?;
         let ours = match self.pause(&id, &dirs, &j.transaction_id).await {
             Ok(ours) => ours,
             Err(reason) => {
@@ -645,7 +691,13 @@ impl ActiveWriteMember for DockerProvider {
 
 /// Writes the open journal: bodies and record in a temporary directory,
 /// renamed into place.
-fn stage(root: &Path, dir: &Path, j: &Journal, files: &[ActiveWriteFile], owner: u32) -> Result<(), String> {
+fn stage(
+    root: &Path,
+    dir: &Path,
+    j: &Journal,
+    files: &[ActiveWriteFile],
+    owner: u32,
+) -> Result<(), String> {
     use std::io::Write as _;
     std::fs::create_dir_all(root).map_err(|e| format!("creating {}: {e}", root.display()))?;
     let tmp = root.join(format!(
@@ -668,6 +720,7 @@ fn stage(root: &Path, dir: &Path, j: &Journal, files: &[ActiveWriteFile], owner:
     }
     journal::sync_dir(&journal::staged(&tmp)).map_err(io)?;
     journal::write(&tmp, j)?;
-    std::fs::rename(&tmp, dir).map_err(|e| format!("opening the journal {}: {e}", dir.display()))?;
+    std::fs::rename(&tmp, dir)
+        .map_err(|e| format!("opening the journal {}: {e}", dir.display()))?;
     journal::sync_dir(root).map_err(|e| e.to_string())
 }

@@ -36,7 +36,11 @@ impl Target {
         Ok(Target { parent, name })
     }
 
-    fn open_parent(&self, root: &OwnedFd, create_as: Option<Option<u32>>) -> Result<OwnedFd, String> {
+    fn open_parent(
+        &self,
+        root: &OwnedFd,
+        create_as: Option<Option<u32>>,
+    ) -> Result<OwnedFd, String> {
         let r = match create_as {
             Some(owner) if !self.parent.as_os_str().is_empty() => {
                 contained::create_dirs_beneath(root.as_fd(), &self.parent, owner)
@@ -58,14 +62,24 @@ fn plain_dir(path: &Path) -> Result<OwnedFd, String> {
 
 /// Whether each target exists now (creating missing parents as `owner`).
 /// A directory at a target, or a parent that is not a directory, refuses.
-pub(crate) fn existed(mount_root: &Path, targets: &[Target], owner: Option<u32>) -> Result<Vec<bool>, String> {
+pub(crate) fn existed(
+    mount_root: &Path,
+    targets: &[Target],
+    owner: Option<u32>,
+) -> Result<Vec<bool>, String> {
     let root = contained::open_root(mount_root).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(targets.len());
     for t in targets {
         let parent = t.open_parent(&root, Some(owner))?;
         match rustix::fs::statat(&parent, t.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory => {
-                return Err(format!("{}: is a directory", t.parent.join(&t.name).display()))
+            Ok(st)
+                if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                    == rustix::fs::FileType::Directory =>
+            {
+                return Err(format!(
+                    "{}: is a directory",
+                    t.parent.join(&t.name).display()
+                ))
             }
             Ok(_) => out.push(true),
             Err(Errno::NOENT) => out.push(false),
@@ -99,7 +113,12 @@ pub(crate) fn publish_one(
 }
 
 /// Undoes every move of a dispatched transaction, from its evidence only.
-pub(crate) fn roll_back(mount_root: &Path, tx_dir: &Path, targets: &[Target], existed: &[bool]) -> Result<(), String> {
+pub(crate) fn roll_back(
+    mount_root: &Path,
+    tx_dir: &Path,
+    targets: &[Target],
+    existed: &[bool],
+) -> Result<(), String> {
     let root = contained::open_root(mount_root).map_err(|e| e.to_string())?;
     let staged = plain_dir(&super::journal::staged(tx_dir)).ok();
     let rollback = plain_dir(&super::journal::rollback(tx_dir)).ok();
@@ -118,10 +137,17 @@ pub(crate) fn roll_back(mount_root: &Path, tx_dir: &Path, targets: &[Target], ex
         } else if !existed.get(k).copied().unwrap_or(true) && !has(&staged) {
             // A target that did not exist, whose staged body has moved in.
             match t.open_parent(&root, None) {
-                Ok(parent) => match rustix::fs::unlinkat(&parent, t.name.as_os_str(), AtFlags::empty()) {
-                    Ok(()) | Err(Errno::NOENT) => {}
-                    Err(e) => return Err(format!("removing the new {}: {e}", t.name.to_string_lossy())),
-                },
+                Ok(parent) => {
+                    match rustix::fs::unlinkat(&parent, t.name.as_os_str(), AtFlags::empty()) {
+                        Ok(()) | Err(Errno::NOENT) => {}
+                        Err(e) => {
+                            return Err(format!(
+                                "removing the new {}: {e}",
+                                t.name.to_string_lossy()
+                            ))
+                        }
+                    }
+                }
                 Err(_) => {}
             }
         }

@@ -73,6 +73,7 @@ pub use inner::{
     DockerConfig, DockerProvider, DockerProviderError, MATERIALIZATION_REVISION, PROVIDER_ID,
     PROVIDER_REVISION,
 };
+pub(crate) use labels::container_name;
 pub use labels::{
     INSTANCE_REPOSITORY, KIND_INSTANCE, KIND_SNAPSHOT, LABEL_CREATED_AT, LABEL_EXPIRES_AT,
     LABEL_INSTANCE_ID, LABEL_KIND, LABEL_PROFILE_DIGEST, LABEL_PROFILE_ID, LABEL_PROFILE_VERSION,
@@ -80,4 +81,3 @@ pub use labels::{
     LABEL_WORKSPACE_ID, SNAPSHOT_REPOSITORY,
 };
 pub use sweep::{Inventory, ObjectTimes};
-pub(crate) use labels::container_name;
