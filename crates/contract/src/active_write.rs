@@ -13,7 +13,7 @@
 //!   marker is the caller aborting: the provider discards the open journal
 //!   and answers `rolled_back`. After an `Ok` the command is the
 //!   provider's: a caller that stops observing leaves it
-//!   [`ActiveWriteOutcome::Indeterminate`] and available for redelivery;
+//!   [`crate::types::ActiveWriteOutcome::Indeterminate`] and available for redelivery;
 //! * a redelivery with the same `transaction_id` and the same batch (equal
 //!   [`batch_digest`]) gets the same outcome; a different batch is refused;
 //! * only dispatched journals are recovery work: recovery rolls an

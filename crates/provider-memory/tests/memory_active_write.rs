@@ -25,12 +25,15 @@ fn tx(id: &str, tx: &str, files: &[(&str, &[u8])]) -> ActiveWriteRequest {
     }
 }
 
-/// Records what the oracle showed at the marker: the file, the journals
-/// and the pause state.
+/// What the oracle showed at the marker: the file, the journals and the
+/// pause state.
+type AtMarker = (Option<FsNode>, Vec<String>, Option<bool>);
+
+/// Records what the oracle showed at the marker.
 struct Observe {
     p: MemoryProvider,
     id: String,
-    seen: Mutex<Option<(Option<FsNode>, Vec<String>, Option<bool>)>>,
+    seen: Mutex<Option<AtMarker>>,
     abort: bool,
 }
 

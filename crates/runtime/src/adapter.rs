@@ -1310,7 +1310,7 @@ impl Adapter {
     /// beginActiveWrite with the caller's dispatch marker: `marker` is asked
     /// immediately before the provider dispatches the transaction, and an
     /// `Err` from it aborts the still-open transaction (the outcome is then
-    /// `rolled_back`). Checks of [`crate::active_write`]: bounds, paths,
+    /// `rolled_back`). Checks (module `active_write`): bounds, paths,
     /// redelivery consistency and the outcome's shape. A provider error
     /// after the marker answers `indeterminate`.
     ///

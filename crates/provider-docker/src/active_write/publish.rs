@@ -136,19 +136,17 @@ pub(crate) fn roll_back(
                 .map_err(|e| format!("restoring {}: {e}", t.name.to_string_lossy()))?;
         } else if !existed.get(k).copied().unwrap_or(true) && !has(&staged) {
             // A target that did not exist, whose staged body has moved in.
-            match t.open_parent(&root, None) {
-                Ok(parent) => {
-                    match rustix::fs::unlinkat(&parent, t.name.as_os_str(), AtFlags::empty()) {
-                        Ok(()) | Err(Errno::NOENT) => {}
-                        Err(e) => {
-                            return Err(format!(
-                                "removing the new {}: {e}",
-                                t.name.to_string_lossy()
-                            ))
-                        }
+            // A parent that cannot be opened holds no new file of ours.
+            if let Ok(parent) = t.open_parent(&root, None) {
+                match rustix::fs::unlinkat(&parent, t.name.as_os_str(), AtFlags::empty()) {
+                    Ok(()) | Err(Errno::NOENT) => {}
+                    Err(e) => {
+                        return Err(format!(
+                            "removing the new {}: {e}",
+                            t.name.to_string_lossy()
+                        ))
                     }
                 }
-                Err(_) => {}
             }
         }
     }
