@@ -52,6 +52,21 @@ pub trait ConformanceHooks: Send + Sync {
     /// # Errors
     /// A message naming what was left.
     async fn close(&self) -> Result<(), String>;
+    /// `conformance/pauseWorkload` (optional): pause or unpause an
+    /// instance's workload from outside the provider; `None` when the
+    /// target cannot (the method is then answered as not found).
+    async fn pause_workload(
+        &self,
+        _instance_id: &str,
+        _paused: bool,
+    ) -> Option<Result<(), String>> {
+        None
+    }
+    /// `conformance/workloadPaused` (optional); `None` when the target
+    /// cannot tell.
+    async fn workload_paused(&self, _instance_id: &str) -> Option<Result<bool, String>> {
+        None
+    }
 }
 
 /// What a server serves.
@@ -665,7 +680,9 @@ async fn dispatch(session: &Arc<Session>, id: u64, m: &str, p: Value) -> Result<
         | method::CONFORMANCE_CONTROL_PROBE
         | method::CONFORMANCE_STOP_LISTENER
         | method::CONFORMANCE_LIVE_OBJECTS
-        | method::CONFORMANCE_CLOSE => {
+        | method::CONFORMANCE_CLOSE
+        | method::CONFORMANCE_PAUSE_WORKLOAD
+        | method::CONFORMANCE_WORKLOAD_PAUSED => {
             let Some(hooks) = session.served.hooks.clone() else {
                 return Err(absent(m));
             };
@@ -749,6 +766,27 @@ async fn hook(hooks: &dyn ConformanceHooks, m: &str, p: Value) -> Result<Done, R
         method::CONFORMANCE_CLOSE => {
             hooks.close().await.map_err(hook_error)?;
             Value::Null
+        }
+        method::CONFORMANCE_PAUSE_WORKLOAD => {
+            let q: PauseWorkloadParams = serde_json::from_value(p)
+                .map_err(|e| RpcError::plain(code::INVALID_PARAMS, e.to_string()))?;
+            match hooks.pause_workload(&q.instance_id, q.paused).await {
+                None => return Err(absent(m)),
+                Some(r) => {
+                    r.map_err(hook_error)?;
+                    Value::Null
+                }
+            }
+        }
+        method::CONFORMANCE_WORKLOAD_PAUSED => {
+            let q: WorkloadPausedParams = serde_json::from_value(p)
+                .map_err(|e| RpcError::plain(code::INVALID_PARAMS, e.to_string()))?;
+            match hooks.workload_paused(&q.instance_id).await {
+                None => return Err(absent(m)),
+                Some(r) => to_value(&WorkloadPausedResult {
+                    paused: r.map_err(hook_error)?,
+                }),
+            }
         }
         _ => to_value(&hooks.live_objects().await.map_err(hook_error)?),
     };
