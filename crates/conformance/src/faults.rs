@@ -78,4 +78,16 @@ pub const CAUGHT_BY: &[(&str, &str)] = &[
     ("process-starts-at-expiry", "stage-seal-execute"),
     ("envelope-drifts", "stage-seal-execute"),
     ("seal-ignored", "stage-seal-execute"),
+    ("active-write-marker-skipped", "stage-seal-execute"),
+    ("active-write-abort-ignored", "stage-seal-execute"),
+    ("active-write-redelivery-differs", "stage-seal-execute"),
+    ("active-write-redelivery-reapplied", "stage-seal-execute"),
+    ("active-write-partial-publish", "stage-seal-execute"),
+    ("active-write-shallow-mount", "stage-seal-execute"),
+    ("active-write-foreign-pause-resumed", "stage-seal-execute"),
+    ("active-write-zdr-body-accepted", "stage-seal-execute"),
+    (
+        "active-write-indeterminate-undispatched",
+        "stage-seal-execute",
+    ),
 ];

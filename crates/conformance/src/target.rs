@@ -121,6 +121,33 @@ pub trait ConformanceTarget: Send + Sync {
     /// [`TargetError::Platform`] when the platform could not be asked.
     async fn live_objects(&self) -> Result<LiveObjects, TargetError>;
 
+    /// Whether the provider's beginActiveWrite journal places file bodies
+    /// on durable host storage; such a provider must refuse `ephemeral_zdr`
+    /// transactions (spec "beginActiveWrite has an explicit ownership
+    /// handoff"). Default `false`: the suite then accepts either a commit
+    /// or that refusal on a ZDR instance.
+    fn active_write_journal_durable(&self) -> bool {
+        false
+    }
+
+    /// Pauses an instance's workload from outside the provider (a
+    /// pre-existing pause beginActiveWrite must not resume). `None` when
+    /// the target cannot; the pause check is then not run.
+    async fn pause_workload(&self, _instance_id: &str) -> Option<Result<(), TargetError>> {
+        None
+    }
+
+    /// Ends a pause made by [`ConformanceTarget::pause_workload`].
+    async fn unpause_workload(&self, _instance_id: &str) -> Option<Result<(), TargetError>> {
+        None
+    }
+
+    /// Whether the instance's workload is paused now, observed from the
+    /// platform's own state. `None` when the target cannot tell.
+    async fn workload_paused(&self, _instance_id: &str) -> Option<Result<bool, TargetError>> {
+        None
+    }
+
     /// Removes everything of the target's scope: every instance and
     /// snapshot it holds, every listener, and whatever platform objects and
     /// directories the target itself created. Idempotent; the target must

@@ -11,6 +11,7 @@
 //! that fill its gaps are in `docs/decisions/` and DESIGN D1–D18. The wire
 //! form is specified in [`wire`].
 
+pub mod active_write;
 pub mod bounds;
 pub mod bytes;
 pub mod capabilities;

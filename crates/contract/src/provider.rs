@@ -17,6 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures_io::{AsyncRead, AsyncWrite};
 
+pub use crate::active_write::{ActiveWriteTransaction, DispatchMarker, ProceedMarker};
 use crate::capabilities::SandboxProviderCapabilities;
 use crate::error::SandboxError;
 use crate::types::*;
@@ -275,13 +276,27 @@ pub trait ListProjectDirMember: Send + Sync {
 }
 
 /// beginActiveWrite: stage and atomically publish a batch into one
-/// read-write mount.
+/// read-write mount, under the ownership handoff of
+/// [`crate::active_write`].
 #[async_trait]
 pub trait ActiveWriteMember: Send + Sync {
-    /// Publish every file or none.
+    /// Publish every file or none. The provider stages the batch in an
+    /// open journal, invokes [`ActiveWriteTransaction::mark_dispatched`]
+    /// immediately before the journal becomes dispatched (an `Err` there
+    /// aborts: discard the journal, answer `rolled_back`), publishes,
+    /// records the committed marker before deleting rollback evidence, and
+    /// answers `committed`. A redelivered `transaction_id` with the same
+    /// batch gets the same outcome.
+    ///
+    /// # Errors
+    /// A closed [`SandboxError`]: `SandboxCapabilityUnavailable{
+    /// active_mount_write}` for an `ephemeral_zdr` instance when the journal
+    /// would place bodies on durable host storage (before any body is
+    /// accepted); `invalid_request` naming `transaction_id` for a
+    /// redelivery with a different batch.
     async fn begin_active_write(
         &self,
-        request: ActiveWriteRequest,
+        transaction: ActiveWriteTransaction,
     ) -> Result<ActiveWriteOutcome, SandboxError>;
 }
 

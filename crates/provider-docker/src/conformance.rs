@@ -611,6 +611,61 @@ impl ConformanceTarget for DockerTarget {
         }
     }
 
+    /// The journal keeps bodies in the state directory (durable host
+    /// storage): `ephemeral_zdr` transactions must be refused.
+    fn active_write_journal_durable(&self) -> bool {
+        true
+    }
+
+    /// `docker pause` of the instance's container, as an operator would.
+    async fn pause_workload(&self, instance_id: &str) -> Option<Result<(), TargetError>> {
+        let name = self
+            .provider
+            .container_of(instance_id)
+            .unwrap_or_else(|| crate::provider::container_name(instance_id));
+        Some(
+            self.provider
+                .docker()
+                .pause_container(&name)
+                .await
+                .map_err(|e| TargetError::platform("pause_workload", e)),
+        )
+    }
+
+    /// `docker unpause` of the instance's container.
+    async fn unpause_workload(&self, instance_id: &str) -> Option<Result<(), TargetError>> {
+        let name = self
+            .provider
+            .container_of(instance_id)
+            .unwrap_or_else(|| crate::provider::container_name(instance_id));
+        Some(
+            self.provider
+                .docker()
+                .unpause_container(&name)
+                .await
+                .map_err(|e| TargetError::platform("unpause_workload", e)),
+        )
+    }
+
+    /// The container's `State.Paused` as the daemon reports it.
+    async fn workload_paused(&self, instance_id: &str) -> Option<Result<bool, TargetError>> {
+        let name = self
+            .provider
+            .container_of(instance_id)
+            .unwrap_or_else(|| crate::provider::container_name(instance_id));
+        Some(
+            crate::daemon::inspect_container(self.provider.docker(), &name)
+                .await
+                .map_err(|e| TargetError::platform("workload_paused", e))
+                .and_then(|c| {
+                    c.map(|c| c.state.and_then(|s| s.paused).unwrap_or(false))
+                        .ok_or_else(|| {
+                            TargetError::platform("workload_paused", format!("no container {name}"))
+                        })
+                }),
+        )
+    }
+
     async fn live_objects(&self) -> Result<LiveObjects, TargetError> {
         let inv = self
             .provider

@@ -34,6 +34,7 @@
 //! Contained reads and writes on host directories come from
 //! [`checkfu_sandbox_contained`].
 
+mod active_write;
 mod archive;
 mod busybox;
 #[cfg(feature = "conformance")]
@@ -48,6 +49,7 @@ mod provider;
 mod store;
 pub mod testnet;
 
+pub use active_write::{ActiveWriteRecovery, ActiveWriteStep, StepHook};
 pub use archive::{
     archive_dir, extract_archive, extract_archive_keeping_links, ArchiveSummary, ExtractSummary,
 };

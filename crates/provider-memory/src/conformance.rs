@@ -132,6 +132,26 @@ impl ConformanceTarget for MemoryTarget {
         })
     }
 
+    fn active_write_journal_durable(&self) -> bool {
+        self.provider.journal_on_durable_storage()
+    }
+
+    async fn pause_workload(&self, instance_id: &str) -> Option<Result<(), TargetError>> {
+        self.provider.pause_workload(instance_id);
+        Some(Ok(()))
+    }
+
+    async fn unpause_workload(&self, instance_id: &str) -> Option<Result<(), TargetError>> {
+        self.provider.unpause_workload(instance_id);
+        Some(Ok(()))
+    }
+
+    async fn workload_paused(&self, instance_id: &str) -> Option<Result<bool, TargetError>> {
+        Some(self.provider.workload_paused(instance_id).ok_or_else(|| {
+            TargetError::platform("workload_paused", format!("no instance {instance_id}"))
+        }))
+    }
+
     /// Destroys every instance and snapshot the oracle still holds and
     /// removes every listener the target started.
     async fn close(&self) -> Result<(), TargetError> {

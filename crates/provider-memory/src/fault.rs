@@ -202,6 +202,98 @@ pub enum Fault {
     /// Once an instance is active, the envelope starts claiming CPU
     /// enforcement it did not claim at registration.
     EnvelopeDrifts,
+    /// beginActiveWrite breaks one rule of its ownership handoff.
+    ActiveWrite(ActiveWriteFault),
+}
+
+/// The beginActiveWrite faults (spec "beginActiveWrite has an explicit
+/// ownership handoff").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ActiveWriteFault {
+    /// Publishes without invoking the dispatch marker.
+    MarkerSkipped,
+    /// Publishes although the caller aborted at the dispatch marker.
+    AbortIgnored,
+    /// A redelivery of a committed transaction answers `rolled_back`.
+    RedeliveryDiffers,
+    /// A redelivery of a committed transaction publishes the batch again
+    /// over the workload's later changes.
+    RedeliveryReapplied,
+    /// A batch that fails mid-publication answers `rolled_back` but leaves
+    /// the files written before the failure.
+    PartialPublish,
+    /// The outcome names the shallowest mount owning the targets.
+    ShallowMount,
+    /// A pause that existed before the transaction is resumed afterwards.
+    ForeignPauseResumed,
+    /// The journal keeps bodies on (simulated) durable host storage and
+    /// still accepts `ephemeral_zdr` transactions.
+    ZdrBodyAccepted,
+    /// Answers `indeterminate` for a transaction it never dispatched.
+    IndeterminateUndispatched,
+}
+
+impl ActiveWriteFault {
+    /// Every beginActiveWrite fault.
+    pub const ALL: [ActiveWriteFault; 9] = [
+        ActiveWriteFault::MarkerSkipped,
+        ActiveWriteFault::AbortIgnored,
+        ActiveWriteFault::RedeliveryDiffers,
+        ActiveWriteFault::RedeliveryReapplied,
+        ActiveWriteFault::PartialPublish,
+        ActiveWriteFault::ShallowMount,
+        ActiveWriteFault::ForeignPauseResumed,
+        ActiveWriteFault::ZdrBodyAccepted,
+        ActiveWriteFault::IndeterminateUndispatched,
+    ];
+
+    fn name(&self) -> &'static str {
+        match self {
+            ActiveWriteFault::MarkerSkipped => "active-write-marker-skipped",
+            ActiveWriteFault::AbortIgnored => "active-write-abort-ignored",
+            ActiveWriteFault::RedeliveryDiffers => "active-write-redelivery-differs",
+            ActiveWriteFault::RedeliveryReapplied => "active-write-redelivery-reapplied",
+            ActiveWriteFault::PartialPublish => "active-write-partial-publish",
+            ActiveWriteFault::ShallowMount => "active-write-shallow-mount",
+            ActiveWriteFault::ForeignPauseResumed => "active-write-foreign-pause-resumed",
+            ActiveWriteFault::ZdrBodyAccepted => "active-write-zdr-body-accepted",
+            ActiveWriteFault::IndeterminateUndispatched => {
+                "active-write-indeterminate-undispatched"
+            }
+        }
+    }
+
+    fn rule(&self) -> &'static str {
+        match self {
+            ActiveWriteFault::MarkerSkipped => {
+                "a transaction invokes its dispatch marker immediately before it is dispatched"
+            }
+            ActiveWriteFault::AbortIgnored => {
+                "a transaction its caller aborted while open publishes nothing"
+            }
+            ActiveWriteFault::RedeliveryDiffers => {
+                "a redelivery with the same transaction_id and batch gets the same outcome"
+            }
+            ActiveWriteFault::RedeliveryReapplied => {
+                "a redelivered committed transaction is not published again"
+            }
+            ActiveWriteFault::PartialPublish => {
+                "a rolled-back transaction leaves every file old, never mixed"
+            }
+            ActiveWriteFault::ShallowMount => {
+                "a transaction resolves the deepest mount that owns every target"
+            }
+            ActiveWriteFault::ForeignPauseResumed => {
+                "a pre-existing pause is never resumed without the provider's own pause token"
+            }
+            ActiveWriteFault::ZdrBodyAccepted => {
+                "a journal that would put bodies on durable host storage refuses ephemeral_zdr"
+            }
+            ActiveWriteFault::IndeterminateUndispatched => {
+                "indeterminate only after the dispatch marker"
+            }
+        }
+    }
 }
 
 impl Fault {
@@ -243,6 +335,7 @@ impl Fault {
             Fault::ProcessStartsAtExpiry,
             Fault::EnvelopeDrifts,
         ]);
+        out.extend(ActiveWriteFault::ALL.map(Fault::ActiveWrite));
         out
     }
 
@@ -280,6 +373,7 @@ impl Fault {
             Fault::SealIgnored => "seal-ignored",
             Fault::ProcessStartsAtExpiry => "process-starts-at-expiry",
             Fault::EnvelopeDrifts => "envelope-drifts",
+            Fault::ActiveWrite(f) => f.name(),
         };
         fixed.to_string()
     }
@@ -355,6 +449,7 @@ impl Fault {
             Fault::EnvelopeDrifts => {
                 "the capability envelope is unchanging for the revision, in every field"
             }
+            Fault::ActiveWrite(f) => f.rule(),
         };
         fixed.to_string()
     }

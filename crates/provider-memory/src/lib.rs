@@ -34,8 +34,11 @@
 //! - **openProcess**: real `futures_io` streams over bounded in-memory
 //!   pipes (see [`PIPE_CAPACITY_BYTES`]); in openProcess, `sleep N` waits N
 //!   seconds of tokio time and does not move the injected clock.
-//! - **beginActiveWrite**: the journal is in memory only, so it never puts
-//!   file bodies on durable host storage and ZDR instances are accepted.
+//! - **beginActiveWrite**: a real journal (open, dispatched, committed),
+//!   the dispatch marker between open and dispatched, pause tokens, and
+//!   settled outcomes for redelivery. The journal is in memory only, so ZDR
+//!   instances are accepted, unless [`MemoryProviderBuilder::durable_journal`]
+//!   simulates one on durable host storage (then they are refused).
 //!
 //! Ids are counters (`mem-inst-000001`, `mem-snap-000001`): the same inputs
 //! give the same bytes.
@@ -77,7 +80,7 @@ mod probe;
 mod process;
 mod provider;
 
-pub use fault::{faults, Fault, IdentityField};
+pub use fault::{faults, ActiveWriteFault, Fault, IdentityField};
 pub use fs::{FsNode, SpecialKind, MAX_LINK_HOPS};
 pub use process::PIPE_CAPACITY_BYTES;
 pub use provider::{

@@ -16,6 +16,8 @@ use sha2::{Digest as _, Sha256};
 use tokio_util::compat::TokioAsyncReadCompatExt;
 
 use crate::fault::{Fault, IdentityField};
+
+mod active_write;
 use crate::fs::{is_within, split, Fs, FsNode, ReadRefusal, SpecialKind, WalkError};
 use crate::probe::{base_environment, Abort, Exec, NetView, Sink};
 use crate::process::{
@@ -49,7 +51,8 @@ struct InstanceRecord {
     fs: Fs,
     listeners: BTreeMap<u16, Vec<u8>>,
     processes: Vec<Arc<ProcessShared>>,
-    transactions: BTreeMap<String, ActiveWriteOutcome>,
+    /// beginActiveWrite journals, settled outcomes and the pause state.
+    active_writes: active_write::ActiveWrites,
 }
 
 impl InstanceRecord {
@@ -113,6 +116,8 @@ pub(crate) struct Inner {
     clock: Arc<dyn Clock>,
     manual: Option<ManualClock>,
     faults: BTreeSet<Fault>,
+    /// Simulates a beginActiveWrite journal on durable host storage.
+    durable_journal: bool,
     /// Shared (weakly) with openProcess children that write into the tree.
     state: Arc<Mutex<State>>,
 }
@@ -159,6 +164,7 @@ pub struct MemoryProviderBuilder {
     clock: Option<Arc<dyn Clock>>,
     manual: Option<ManualClock>,
     faults: BTreeSet<Fault>,
+    durable_journal: bool,
 }
 
 impl MemoryProviderBuilder {
@@ -189,6 +195,15 @@ impl MemoryProviderBuilder {
         self
     }
 
+    /// Simulates a beginActiveWrite journal that keeps file bodies on
+    /// durable host storage: `ephemeral_zdr` transactions are then refused
+    /// `SandboxCapabilityUnavailable{active_mount_write}` before any body is
+    /// staged. Default: the journal is in memory only.
+    pub fn durable_journal(mut self, durable: bool) -> Self {
+        self.durable_journal = durable;
+        self
+    }
+
     /// The provider. Without a clock it uses the system clock.
     pub fn build(self) -> MemoryProvider {
         MemoryProvider {
@@ -196,6 +211,7 @@ impl MemoryProviderBuilder {
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
                 manual: self.manual,
                 faults: self.faults,
+                durable_journal: self.durable_journal,
                 state: Arc::new(Mutex::new(State::default())),
             }),
         }
@@ -245,9 +261,54 @@ impl MemoryProvider {
                 clock: self.inner.clock.clone(),
                 manual: self.inner.manual.clone(),
                 faults: all,
+                durable_journal: self.inner.durable_journal,
                 state: Arc::new(Mutex::new(std::mem::take(&mut *self.inner.lock()))),
             }),
         }
+    }
+
+    /// Whether beginActiveWrite's journal keeps file bodies on (simulated)
+    /// durable host storage, so that `ephemeral_zdr` transactions must be
+    /// refused.
+    pub fn journal_on_durable_storage(&self) -> bool {
+        self.inner.journal_durable()
+    }
+
+    /// Pauses an instance's workload from outside the provider (an
+    /// operator's pause): beginActiveWrite must neither issue nor resume
+    /// it. Unknown ids are ignored.
+    pub fn pause_workload(&self, instance_id: &str) {
+        if let Ok(r) = self.inner.lock().instance(instance_id) {
+            r.active_writes.paused_externally = true;
+        }
+    }
+
+    /// Ends a pause made by [`MemoryProvider::pause_workload`].
+    pub fn unpause_workload(&self, instance_id: &str) {
+        if let Ok(r) = self.inner.lock().instance(instance_id) {
+            r.active_writes.paused_externally = false;
+        }
+    }
+
+    /// Whether the instance's workload is paused (by anyone); `None` for an
+    /// unknown id.
+    pub fn workload_paused(&self, instance_id: &str) -> Option<bool> {
+        self.inner
+            .lock()
+            .instance(instance_id)
+            .ok()
+            .map(|r| r.active_writes.paused())
+    }
+
+    /// Transactions whose journal is still open or dispatched on an
+    /// instance (journals left by callers that stopped observing before the
+    /// marker); `None` for an unknown id.
+    pub fn open_journals(&self, instance_id: &str) -> Option<Vec<String>> {
+        self.inner
+            .lock()
+            .instance(instance_id)
+            .ok()
+            .map(|r| r.active_writes.journals.keys().cloned().collect())
     }
 
     /// The configured faults, in order.
@@ -991,7 +1052,7 @@ impl SandboxProvider for MemoryProvider {
                 created_at: now,
                 listeners: BTreeMap::new(),
                 processes: vec![],
-                transactions: BTreeMap::new(),
+                active_writes: Default::default(),
             },
         );
         drop(st);
@@ -1359,7 +1420,7 @@ impl SandboxProvider for MemoryProvider {
                 created_at: now,
                 listeners: BTreeMap::new(),
                 processes: vec![],
-                transactions: BTreeMap::new(),
+                active_writes: Default::default(),
             },
         );
         drop(st);
@@ -1722,131 +1783,4 @@ impl OpenProcessMember for Inner {
             evidence,
         })
     }
-}
-
-#[async_trait]
-impl ActiveWriteMember for Inner {
-    /// Publishes the batch into the deepest read-write mount owning every
-    /// path, all or nothing.
-    ///
-    /// The oracle's journal lives in memory only (never on durable host
-    /// storage), so ZDR instances are accepted. A redelivered
-    /// `transaction_id` returns the first outcome unchanged. A path under no
-    /// mount, under a read-only mount, or under different mounts is refused
-    /// before anything is staged; a staging problem (a parent that is not a
-    /// directory, a target that is a directory, a link leaving the mount)
-    /// settles `rolled_back` with nothing published.
-    async fn begin_active_write(
-        &self,
-        request: ActiveWriteRequest,
-    ) -> Result<ActiveWriteOutcome, SandboxError> {
-        let mut st = self.lock();
-        let record = st.instance(&request.instance_id)?;
-        if let Some(previous) = record.transactions.get(&request.transaction_id) {
-            return Ok(previous.clone());
-        }
-        if record.state != InstanceState::Active {
-            return Err(SandboxError::conflict(
-                op::BEGIN_ACTIVE_WRITE,
-                "active",
-                record.state,
-            ));
-        }
-        let mut owner: Option<SandboxMount> = None;
-        for f in &request.files {
-            let deepest = record
-                .request
-                .mounts
-                .iter()
-                .filter(|m| is_within(&f.path, &m.path) && f.path != m.path)
-                .max_by_key(|m| split(&m.path).len())
-                .cloned();
-            let Some(m) = deepest else {
-                return Err(SandboxError::failed(
-                    op::BEGIN_ACTIVE_WRITE,
-                    FailureReason::PathNotAdmitted,
-                    format!("{} is inside no mount", f.path),
-                ));
-            };
-            if m.access == MountAccess::ReadOnly && !self.has(Fault::SealIgnored) {
-                return Err(SandboxError::failed(
-                    op::BEGIN_ACTIVE_WRITE,
-                    FailureReason::ReadOnly,
-                    format!("{} is inside read-only mount {}", f.path, m.path),
-                ));
-            }
-            match &owner {
-                Some(o) if o.path != m.path => {
-                    return Err(SandboxError::failed(
-                        op::BEGIN_ACTIVE_WRITE,
-                        FailureReason::PathNotAdmitted,
-                        format!("{} and {} are owned by different mounts", o.path, m.path),
-                    ))
-                }
-                _ => owner = Some(m),
-            }
-        }
-        let Some(owner) = owner else {
-            return Err(SandboxError::invalid_request(
-                op::BEGIN_ACTIVE_WRITE,
-                "files",
-                "at least one file",
-                "[]",
-            ));
-        };
-        // Stage on a copy; publish by swapping it in.
-        let mut staged = record.fs.clone();
-        let outcome = match stage(&mut staged, &owner.path, &request.files) {
-            Ok(()) => {
-                record.fs = staged;
-                ActiveWriteOutcome::Committed {
-                    transaction_id: request.transaction_id.clone(),
-                    mount_path: owner.path.clone(),
-                    published: request.files.iter().map(|f| f.path.clone()).collect(),
-                }
-            }
-            Err(reason) => ActiveWriteOutcome::RolledBack {
-                transaction_id: request.transaction_id.clone(),
-                reason,
-            },
-        };
-        record
-            .transactions
-            .insert(request.transaction_id, outcome.clone());
-        Ok(outcome)
-    }
-}
-
-/// Writes every file under `root`, contained, creating parents.
-fn stage(fs: &mut Fs, root: &str, files: &[ActiveWriteFile]) -> Result<(), String> {
-    let root_comps = fs
-        .physical_root(root)
-        .map_err(|_| format!("mount root {root} is not a directory"))?;
-    let depth = root_comps.len();
-    for f in files {
-        let rel = split(&f.path)[depth..].to_vec();
-        let mut parent = root_comps.clone();
-        for i in 1..rel.len() {
-            match fs.walk(root_comps.clone(), rel[..i].to_vec(), true, Some(depth)) {
-                Ok((p, None)) => {
-                    fs.insert(crate::fs::join(&p), FsNode::Directory);
-                    parent = p;
-                }
-                Ok((p, Some(FsNode::Directory))) => parent = p,
-                Ok(_) | Err(_) => {
-                    return Err(format!(
-                        "{}: a parent is not a directory inside the mount",
-                        f.path
-                    ))
-                }
-            }
-        }
-        parent.push(rel[rel.len() - 1].clone());
-        let target = crate::fs::join(&parent);
-        if let Some(FsNode::Directory) = fs.get(&target) {
-            return Err(format!("{}: is a directory", f.path));
-        }
-        fs.insert(&target, FsNode::File(f.content_base64.0.clone()));
-    }
-    Ok(())
 }

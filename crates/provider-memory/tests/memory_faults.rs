@@ -10,7 +10,9 @@ use checkfu_sandbox_contract::identity::{
     check_clone, check_instance, check_process_evidence, check_snapshot, Mismatch,
 };
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_memory::{faults, Fault, FsNode, IdentityField, MemoryProvider};
+use checkfu_sandbox_memory::{
+    faults, ActiveWriteFault, Fault, FsNode, IdentityField, MemoryProvider,
+};
 use common::*;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
@@ -338,6 +340,149 @@ async fn observe(p: &MemoryProvider, fault: Fault) -> Value {
             let after = p.capabilities();
             json!([before == caps, after == caps])
         }
+        Fault::ActiveWrite(f) => observe_active_write(p, f).await,
+    }
+}
+
+/// Counts marker calls; aborts when asked.
+struct Marker {
+    calls: std::sync::atomic::AtomicUsize,
+    abort: bool,
+}
+
+#[async_trait::async_trait]
+impl DispatchMarker for Marker {
+    async fn dispatch(&self, _t: &str) -> Result<(), SandboxError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.abort {
+            Err(SandboxError::failed(
+                Operation::Member(Member::BeginActiveWrite),
+                FailureReason::InvalidRequest,
+                "abort",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn batch(id: &str, files: &[(&str, &[u8])]) -> ActiveWriteRequest {
+    ActiveWriteRequest {
+        instance_id: id.into(),
+        transaction_id: "tx".into(),
+        files: files
+            .iter()
+            .map(|(p, b)| ActiveWriteFile {
+                path: (*p).into(),
+                content_base64: Bytes(b.to_vec()),
+            })
+            .collect(),
+    }
+}
+
+async fn write_with(
+    p: &MemoryProvider,
+    req: ActiveWriteRequest,
+    abort: bool,
+) -> (Result<ActiveWriteOutcome, SandboxError>, usize) {
+    let marker = std::sync::Arc::new(Marker {
+        calls: Default::default(),
+        abort,
+    });
+    let out = p
+        .begin_active_write()
+        .unwrap()
+        .begin_active_write(ActiveWriteTransaction::new(req, marker.clone()))
+        .await;
+    (out, marker.calls.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+fn kind(r: &Result<ActiveWriteOutcome, SandboxError>) -> Value {
+    match r {
+        Ok(o) => json!(o.kind()),
+        Err(e) => json!(e.tag()),
+    }
+}
+
+async fn observe_active_write(p: &MemoryProvider, fault: ActiveWriteFault) -> Value {
+    use ActiveWriteFault as F;
+    let a = "/data/rw/a";
+    match fault {
+        F::MarkerSkipped | F::IndeterminateUndispatched => {
+            let id = active(p, RetentionMode::Durable).await;
+            let (r, calls) = write_with(p, batch(&id, &[(a, b"new")]), false).await;
+            json!([kind(&r), calls])
+        }
+        F::AbortIgnored => {
+            let id = active(p, RetentionMode::Durable).await;
+            let (r, _) = write_with(p, batch(&id, &[(a, b"new")]), true).await;
+            json!([kind(&r), p.node(&id, a).is_some()])
+        }
+        F::RedeliveryDiffers | F::RedeliveryReapplied => {
+            let id = active(p, RetentionMode::Durable).await;
+            let _ = write_with(p, batch(&id, &[(a, b"new")]), false).await;
+            p.plant(&id, a, FsNode::File(b"edited".to_vec())).unwrap();
+            let (r, _) = write_with(p, batch(&id, &[(a, b"new")]), false).await;
+            let now = match p.node(&id, a) {
+                Some(FsNode::File(b)) => String::from_utf8_lossy(&b).into_owned(),
+                other => format!("{other:?}"),
+            };
+            json!([kind(&r), now])
+        }
+        F::PartialPublish => {
+            let id = active(p, RetentionMode::Durable).await;
+            p.plant(&id, "/data/rw/f", FsNode::File(b"f".to_vec()))
+                .unwrap();
+            let (r, _) = write_with(
+                p,
+                batch(&id, &[("/data/rw/c", b"c"), ("/data/rw/f/x", b"x")]),
+                false,
+            )
+            .await;
+            json!([kind(&r), p.node(&id, "/data/rw/c").is_some()])
+        }
+        F::ShallowMount => {
+            let mut req = request(RetentionMode::Durable);
+            req.mounts.push(SandboxMount {
+                path: "/data/rw/deep".into(),
+                access: MountAccess::ReadWrite,
+            });
+            let id = active_with(p, &req, &[]).await;
+            let (r, _) = write_with(p, batch(&id, &[("/data/rw/deep/x", b"x")]), false).await;
+            match r {
+                Ok(ActiveWriteOutcome::Committed { mount_path, .. }) => json!(mount_path),
+                other => json!(format!("{other:?}")),
+            }
+        }
+        F::ForeignPauseResumed => {
+            let id = active(p, RetentionMode::Durable).await;
+            p.pause_workload(&id);
+            let (r, _) = write_with(p, batch(&id, &[(a, b"new")]), false).await;
+            json!([kind(&r), p.workload_paused(&id)])
+        }
+        F::ZdrBodyAccepted => {
+            let id = active(p, RetentionMode::EphemeralZdr).await;
+            let (r, _) = write_with(p, batch(&id, &[(a, b"new")]), false).await;
+            json!([p.journal_on_durable_storage(), kind(&r)])
+        }
+    }
+}
+
+fn intended_active_write(fault: ActiveWriteFault) -> (Value, Value) {
+    use ActiveWriteFault as F;
+    match fault {
+        F::MarkerSkipped => (json!(["committed", 1]), json!(["committed", 0])),
+        F::IndeterminateUndispatched => (json!(["committed", 1]), json!(["indeterminate", 0])),
+        F::AbortIgnored => (json!(["rolled_back", false]), json!(["committed", true])),
+        F::RedeliveryDiffers => (
+            json!(["committed", "edited"]),
+            json!(["rolled_back", "edited"]),
+        ),
+        F::RedeliveryReapplied => (json!(["committed", "edited"]), json!(["committed", "new"])),
+        F::PartialPublish => (json!(["rolled_back", false]), json!(["rolled_back", true])),
+        F::ShallowMount => (json!("/data/rw/deep"), json!("/data/rw")),
+        F::ForeignPauseResumed => (json!(["committed", true]), json!(["committed", false])),
+        F::ZdrBodyAccepted => (json!([false, "committed"]), json!([true, "committed"])),
     }
 }
 
@@ -406,6 +551,7 @@ fn intended(fault: Fault) -> (Value, Value) {
         Fault::SealIgnored => (json!({"exit_code": 1}), json!({"exit_code": 0})),
         Fault::ProcessStartsAtExpiry => (json!([]), json!(["started_at"])),
         Fault::EnvelopeDrifts => (json!([true, true]), json!([true, false])),
+        Fault::ActiveWrite(f) => intended_active_write(f),
     }
 }
 

@@ -607,11 +607,11 @@ async fn active_write_publishes_all_or_nothing() {
         content_base64: Bytes(body.to_vec()),
     };
     let ok = aw
-        .begin_active_write(ActiveWriteRequest {
+        .begin_active_write(ActiveWriteTransaction::proceeding(ActiveWriteRequest {
             instance_id: id.clone(),
             transaction_id: "tx-1".into(),
             files: vec![file("/data/rw/mem/a.md", b"a"), file("/data/rw/b.md", b"b")],
-        })
+        }))
         .await
         .unwrap();
     assert_eq!(
@@ -626,25 +626,44 @@ async fn active_write_publishes_all_or_nothing() {
         p.node(&id, "/data/rw/mem/a.md"),
         Some(FsNode::File(b"a".to_vec()))
     );
-    // Redelivery returns the first outcome.
+    // Redelivery of the same batch returns the first outcome and publishes
+    // nothing again; another batch under the same id is refused.
+    p.plant(&id, "/data/rw/b.md", FsNode::File(b"edited".to_vec()))
+        .unwrap();
     let again = aw
-        .begin_active_write(ActiveWriteRequest {
+        .begin_active_write(ActiveWriteTransaction::proceeding(ActiveWriteRequest {
             instance_id: id.clone(),
             transaction_id: "tx-1".into(),
-            files: vec![],
-        })
+            files: vec![file("/data/rw/mem/a.md", b"a"), file("/data/rw/b.md", b"b")],
+        }))
         .await
         .unwrap();
     assert_eq!(again, ok);
+    assert_eq!(
+        p.node(&id, "/data/rw/b.md"),
+        Some(FsNode::File(b"edited".to_vec()))
+    );
+    let e = aw
+        .begin_active_write(ActiveWriteTransaction::proceeding(ActiveWriteRequest {
+            instance_id: id.clone(),
+            transaction_id: "tx-1".into(),
+            files: vec![file("/data/rw/b.md", b"other")],
+        }))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, SandboxError::SandboxOperationFailed { field: Some(f), .. } if f == "transaction_id"),
+        "{e:?}"
+    );
     // A staging failure publishes nothing.
     p.plant(&id, "/data/rw/escape", FsNode::Symlink("/etc".into()))
         .unwrap();
     let rolled = aw
-        .begin_active_write(ActiveWriteRequest {
+        .begin_active_write(ActiveWriteTransaction::proceeding(ActiveWriteRequest {
             instance_id: id.clone(),
             transaction_id: "tx-2".into(),
             files: vec![file("/data/rw/c.md", b"c"), file("/data/rw/escape/x", b"x")],
-        })
+        }))
         .await
         .unwrap();
     assert!(matches!(rolled, ActiveWriteOutcome::RolledBack { .. }));
@@ -652,11 +671,11 @@ async fn active_write_publishes_all_or_nothing() {
     assert!(p.node(&id, "/etc/x").is_none());
     // The deepest owning mount decides: a nested read-only mount refuses.
     let e = aw
-        .begin_active_write(ActiveWriteRequest {
+        .begin_active_write(ActiveWriteTransaction::proceeding(ActiveWriteRequest {
             instance_id: id.clone(),
             transaction_id: "tx-3".into(),
             files: vec![file("/data/rw/pinned/x", b"x")],
-        })
+        }))
         .await
         .unwrap_err();
     assert_eq!(reason(&e), Some(FailureReason::ReadOnly));

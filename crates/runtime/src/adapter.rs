@@ -13,7 +13,7 @@ use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::results;
 use checkfu_sandbox_contract::*;
 
-use crate::admission::{ancestor_conflict, home_of, owning_rw_mount, PathHome};
+use crate::admission::{home_of, PathHome};
 use crate::ceiling::drift;
 use crate::checks;
 use crate::handoff::{acquire, Guard, Hold};
@@ -183,6 +183,8 @@ struct Shared {
     idle: tokio::sync::Notify,
     /// Provider calls and rollbacks that outlive their caller.
     tasks: TaskTracker,
+    /// beginActiveWrite transactions per instance.
+    active_writes: Arc<crate::active_write::Ledger>,
 }
 
 /// A selected adapter. Clones share one record of instances.
@@ -238,6 +240,7 @@ impl Adapter {
                 records: Mutex::new(Book::default()),
                 idle: tokio::sync::Notify::new(),
                 tasks: TaskTracker::new(),
+                active_writes: Default::default(),
             }),
             minimum_egress: EgressCertification::AdvisoryFilter,
         }
@@ -395,6 +398,9 @@ impl Adapter {
     }
 
     fn set_state(&self, instance_id: &str, state: RecordState) {
+        if matches!(state, RecordState::Released | RecordState::Destroyed) {
+            self.shared.active_writes.forget(instance_id);
+        }
         self.records().set_state(instance_id, state);
     }
 
@@ -1586,124 +1592,52 @@ impl Adapter {
     }
 
     /// beginActiveWrite: stage and atomically publish a batch inside the
-    /// deepest read-write mount owning every target.
+    /// deepest read-write mount owning every target, with a caller that
+    /// never aborts (see [`Adapter::begin_active_write_with`]).
+    ///
+    /// # Errors
+    /// As [`Adapter::begin_active_write_with`].
+    pub async fn begin_active_write(&self, request: ActiveWriteRequest) -> Res<ActiveWriteOutcome> {
+        self.begin_active_write_with(request, Arc::new(ProceedMarker))
+            .await
+    }
+
+    /// beginActiveWrite with the caller's dispatch marker: `marker` is asked
+    /// immediately before the provider dispatches the transaction, and an
+    /// `Err` from it aborts the still-open transaction (the outcome is then
+    /// `rolled_back`). Checks (module `active_write`): bounds, paths,
+    /// redelivery consistency and the outcome's shape. A provider error
+    /// after the marker answers `indeterminate`.
     ///
     /// # Errors
     /// `SandboxLifecycleConflict{begin_active_write, actual:
     /// active_mount_write_unsupported}` without the capability or member;
     /// `invalid_request` / `path_not_admitted` / `read_only` for a path
-    /// outside one read-write mount, an ancestor conflict, or bounds; the
-    /// provider's error; `SandboxProtocolInvalid{begin_active_write}` for
-    /// an outcome naming another transaction, mount or path list.
-    pub async fn begin_active_write(&self, request: ActiveWriteRequest) -> Res<ActiveWriteOutcome> {
+    /// outside one read-write mount, an ancestor conflict, bounds, or a
+    /// redelivered `transaction_id` with another batch; the provider's
+    /// error before the marker; `SandboxProtocolInvalid{begin_active_write}`
+    /// for an outcome naming another transaction, mount or path list, a
+    /// dispatch without the marker, a commit after an abort, or a
+    /// redelivery settling differently.
+    pub async fn begin_active_write_with(
+        &self,
+        request: ActiveWriteRequest,
+        marker: Arc<dyn DispatchMarker>,
+    ) -> Res<ActiveWriteOutcome> {
         const OP: Operation = op::BEGIN_ACTIVE_WRITE;
-        let (rec, _mark) = self.claim(
+        let (rec, mark) = self.claim(
             OP,
             Member::BeginActiveWrite,
             &request.instance_id,
             &[RecordState::Active],
         )?;
-        let member = match (
-            self.envelope().active_mount_write,
-            self.provider().begin_active_write(),
-        ) {
-            (true, Some(m)) => m,
-            _ => {
-                return Err(SandboxError::conflict(
-                    OP,
-                    "active_mount_write: true",
-                    ConflictActual::ActiveMountWriteUnsupported,
-                )
-                .into())
-            }
-        };
-        if request.files.len() > MAX_ACTIVE_WRITE_FILES {
-            return Err(SandboxError::invalid_request(
-                OP,
-                "files",
-                format!("at most {MAX_ACTIVE_WRITE_FILES}"),
-                request.files.len().to_string(),
-            )
-            .into());
-        }
-        let mut total: u64 = 0;
-        for (i, f) in request.files.iter().enumerate() {
-            let len = f.content_base64.len() as u64;
-            if len > MAX_FILE_BYTES {
-                return Err(SandboxError::SandboxFileTooLarge {
-                    path: f.path.clone(),
-                    limit_bytes: MAX_FILE_BYTES,
-                    actual_bytes: len,
-                }
-                .into());
-            }
-            total = total
-                .checked_add(len)
-                .filter(|t| *t <= MAX_ACTIVE_WRITE_AGGREGATE_BYTES)
-                .ok_or_else(|| {
-                    SandboxError::invalid_request(
-                        OP,
-                        format!("files[{i}]"),
-                        format!("an aggregate of at most {MAX_ACTIVE_WRITE_AGGREGATE_BYTES} bytes"),
-                        "more",
-                    )
-                })?;
-        }
-        let paths: Vec<&str> = request.files.iter().map(|f| f.path.as_str()).collect();
-        let mount = owning_rw_mount(&paths, &rec.instance.mounts)?;
-        if let Some((a, b)) = ancestor_conflict(&paths) {
-            return Err(SandboxError::invalid_request(
-                OP,
-                "files",
-                "no path equal to or an ancestor of another",
-                format!("{a} and {b}"),
-            )
-            .into());
-        }
-        checks::first_refusal(OP, validate::active_write_request(&request))?;
-        let expected_paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
-        let transaction_id = request.transaction_id.clone();
-        let outcome = member
-            .begin_active_write(request)
-            .await
-            .map_err(|e| from_provider(OP, e))?;
-        match &outcome {
-            ActiveWriteOutcome::Committed {
-                transaction_id: t,
-                mount_path,
-                published,
-            } => {
-                if *t != transaction_id {
-                    return Err(
-                        SandboxError::protocol(OP, "transaction_id", transaction_id, t).into(),
-                    );
-                }
-                if *mount_path != mount.path {
-                    return Err(
-                        SandboxError::protocol(OP, "mount_path", mount.path, mount_path).into(),
-                    );
-                }
-                if *published != expected_paths {
-                    return Err(SandboxError::protocol(
-                        OP,
-                        "published",
-                        format!("{expected_paths:?}"),
-                        format!("{published:?}"),
-                    )
-                    .into());
-                }
-            }
-            ActiveWriteOutcome::RolledBack {
-                transaction_id: t, ..
-            } => {
-                if *t != transaction_id {
-                    return Err(
-                        SandboxError::protocol(OP, "transaction_id", transaction_id, t).into(),
-                    );
-                }
-            }
-        }
-        Ok(outcome)
+        let present =
+            self.envelope().active_mount_write && self.provider().begin_active_write().is_some();
+        crate::active_write::run(self, present, &rec.instance.mounts, request, marker, mark).await
+    }
+
+    pub(crate) fn active_writes(&self) -> Arc<crate::active_write::Ledger> {
+        self.shared.active_writes.clone()
     }
 }
 

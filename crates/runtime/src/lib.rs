@@ -13,6 +13,7 @@
 //! Errors are [`SandboxFailure`](checkfu_sandbox_contract::SandboxFailure):
 //! one or more closed errors in order.
 
+mod active_write;
 pub mod adapter;
 pub mod admission;
 pub mod ceiling;

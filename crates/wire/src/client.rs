@@ -87,6 +87,10 @@ struct State {
     /// [`MAX_CANCELLED_REMEMBERED`], oldest forgotten first.
     cancelled: BTreeMap<u64, bool>,
     processes: HashMap<String, Arc<ClientProcess>>,
+    /// beginActiveWrite calls in flight: transaction id -> the caller's
+    /// dispatch marker, asked when the provider sends
+    /// `runner/activeWriteDispatched`.
+    markers: HashMap<String, Arc<dyn DispatchMarker>>,
     broken: Option<Broken>,
     /// A socket connection was lost with processes open: calls are refused
     /// until the processes are resumed on a new connection.
@@ -398,11 +402,44 @@ impl Conn {
             Incoming::Request { id, method, params } => {
                 let outcome = match method.as_str() {
                     method::ACTIVE_WRITE_DISPATCHED => {
-                        // The dispatch marker: the runner records that the
-                        // transaction is past the point of no return. No
-                        // provider sends it yet; the runner acknowledges.
-                        tracing::debug!(%params, "active write dispatched");
-                        Ok(Value::Null)
+                        // The dispatch marker: the caller's marker decides
+                        // (null: dispatch; an error: the caller aborts the
+                        // open transaction). Answered from its own task so
+                        // the reader keeps reading.
+                        let marker =
+                            serde_json::from_value::<ActiveWriteDispatchedParams>(params.clone())
+                                .map_err(|e| RpcError::plain(code::INVALID_PARAMS, e.to_string()))
+                                .and_then(|p| {
+                                    self.lock()
+                                        .markers
+                                        .get(&p.transaction_id)
+                                        .cloned()
+                                        .map(|m| (m, p.transaction_id.clone()))
+                                        .ok_or_else(|| {
+                                            RpcError::plain(
+                                                code::INVALID_PARAMS,
+                                                format!(
+                                            "no beginActiveWrite of transaction {} is in flight",
+                                            p.transaction_id
+                                        ),
+                                            )
+                                        })
+                                });
+                        match marker {
+                            Ok((marker, transaction_id)) => {
+                                let conn = self.clone();
+                                tokio::spawn(async move {
+                                    let answer = marker
+                                        .dispatch(&transaction_id)
+                                        .await
+                                        .map(|()| Value::Null)
+                                        .map_err(|e| RpcError::sandbox(&e));
+                                    conn.send_line(response_line(id, answer));
+                                });
+                                return;
+                            }
+                            Err(e) => Err(e),
+                        }
                     }
                     other => Err(RpcError::plain(
                         code::METHOD_NOT_FOUND,
@@ -1195,13 +1232,26 @@ impl ListProjectDirMember for WireClient {
 impl ActiveWriteMember for WireClient {
     async fn begin_active_write(
         &self,
-        request: ActiveWriteRequest,
+        transaction: ActiveWriteTransaction,
     ) -> Result<ActiveWriteOutcome, SandboxError> {
+        /// Unregisters the marker however the call ends.
+        struct Registered<'a>(&'a Conn, String);
+        impl Drop for Registered<'_> {
+            fn drop(&mut self) {
+                self.0.lock().markers.remove(&self.1);
+            }
+        }
+        let request = transaction.request();
+        self.conn
+            .lock()
+            .markers
+            .insert(request.transaction_id.clone(), transaction.marker());
+        let _registered = Registered(&self.conn, request.transaction_id.clone());
         self.call(
             op::BEGIN_ACTIVE_WRITE,
             method::BEGIN_ACTIVE_WRITE,
             WireType::ActiveWriteOutcome,
-            &request,
+            request,
         )
         .await
     }

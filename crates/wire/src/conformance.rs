@@ -98,6 +98,27 @@ impl WireTarget {
     pub fn client(&self) -> &WireClient {
         &self.client
     }
+
+    /// `conformance/pauseWorkload`; `None` when the served side does not
+    /// serve it.
+    async fn pause_hook(&self, instance_id: &str, paused: bool) -> Option<Result<(), TargetError>> {
+        let params = PauseWorkloadParams {
+            instance_id: instance_id.to_owned(),
+            paused,
+        };
+        let r: Result<serde_json::Value, String> = self
+            .client
+            .hook(method::CONFORMANCE_PAUSE_WORKLOAD, &params)
+            .await;
+        match r {
+            Ok(_) => Some(Ok(())),
+            Err(e) if e.contains("code -32601") => None,
+            Err(e) => Some(Err(TargetError::platform(
+                method::CONFORMANCE_PAUSE_WORKLOAD,
+                e,
+            ))),
+        }
+    }
 }
 
 fn to_wire(l: &Listener) -> ListenerWire {
@@ -184,6 +205,36 @@ impl ConformanceTarget for WireTarget {
         })
     }
 
+    fn active_write_journal_durable(&self) -> bool {
+        self.describe.active_write_journal_durable
+    }
+
+    async fn pause_workload(&self, instance_id: &str) -> Option<Result<(), TargetError>> {
+        self.pause_hook(instance_id, true).await
+    }
+
+    async fn unpause_workload(&self, instance_id: &str) -> Option<Result<(), TargetError>> {
+        self.pause_hook(instance_id, false).await
+    }
+
+    async fn workload_paused(&self, instance_id: &str) -> Option<Result<bool, TargetError>> {
+        let params = WorkloadPausedParams {
+            instance_id: instance_id.to_owned(),
+        };
+        let r: Result<WorkloadPausedResult, String> = self
+            .client
+            .hook(method::CONFORMANCE_WORKLOAD_PAUSED, &params)
+            .await;
+        match r {
+            Ok(r) => Some(Ok(r.paused)),
+            Err(e) if e.contains("code -32601") => None,
+            Err(e) => Some(Err(TargetError::platform(
+                method::CONFORMANCE_WORKLOAD_PAUSED,
+                e,
+            ))),
+        }
+    }
+
     /// Asks the served side to release what its target holds
     /// (`conformance/close`), then ends the connection: a child process
     /// is killed and reaped.
@@ -228,7 +279,24 @@ impl ConformanceHooks for TargetHooks {
             platform,
             clock_now: self.target.clock().now(),
             manual_clock: self.manual_clock,
+            active_write_journal_durable: self.target.active_write_journal_durable(),
         })
+    }
+
+    async fn pause_workload(&self, instance_id: &str, paused: bool) -> Option<Result<(), String>> {
+        let r = if paused {
+            self.target.pause_workload(instance_id).await
+        } else {
+            self.target.unpause_workload(instance_id).await
+        };
+        r.map(|r| r.map_err(|e| e.to_string()))
+    }
+
+    async fn workload_paused(&self, instance_id: &str) -> Option<Result<bool, String>> {
+        self.target
+            .workload_paused(instance_id)
+            .await
+            .map(|r| r.map_err(|e| e.to_string()))
     }
 
     async fn start_listener(&self) -> Result<ListenerWire, String> {

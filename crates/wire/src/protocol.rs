@@ -139,6 +139,12 @@ pub mod method {
     /// Conformance hook: remove everything of the target's scope
     /// (request, idempotent).
     pub const CONFORMANCE_CLOSE: &str = "conformance/close";
+    /// Conformance hook (optional): pause or unpause an instance's
+    /// workload from outside the provider (request).
+    pub const CONFORMANCE_PAUSE_WORKLOAD: &str = "conformance/pauseWorkload";
+    /// Conformance hook (optional): whether an instance's workload is
+    /// paused (request).
+    pub const CONFORMANCE_WORKLOAD_PAUSED: &str = "conformance/workloadPaused";
 }
 
 /// JSON-RPC error codes this protocol uses.
@@ -752,6 +758,38 @@ pub struct DescribeResult {
     pub clock_now: Timestamp,
     /// Whether the served provider's clock is manual (deterministic).
     pub manual_clock: bool,
+    /// Whether the provider's beginActiveWrite journal keeps file bodies on
+    /// durable host storage (then `ephemeral_zdr` transactions must be
+    /// refused). Absent: `false`.
+    #[serde(default)]
+    pub active_write_journal_durable: bool,
+}
+
+/// `conformance/pauseWorkload` params: pause (`paused: true`) or unpause an
+/// instance's workload from outside the provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseWorkloadParams {
+    /// The instance.
+    pub instance_id: String,
+    /// `true` to pause, `false` to unpause.
+    pub paused: bool,
+}
+
+/// `conformance/workloadPaused` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadPausedParams {
+    /// The instance.
+    pub instance_id: String,
+}
+
+/// `conformance/workloadPaused` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadPausedResult {
+    /// Whether the workload is paused now.
+    pub paused: bool,
 }
 
 /// A listener (`conformance/startListener` result; `controlProbe` and
@@ -847,6 +885,9 @@ pub fn message_schemas() -> BTreeMap<&'static str, Value> {
     out.insert("ProbeResult", schema_of::<ProbeResult>());
     out.insert("LiveObjectsWire", schema_of::<LiveObjectsWire>());
     out.insert("HookFailure", schema_of::<HookFailure>());
+    out.insert("PauseWorkloadParams", schema_of::<PauseWorkloadParams>());
+    out.insert("WorkloadPausedParams", schema_of::<WorkloadPausedParams>());
+    out.insert("WorkloadPausedResult", schema_of::<WorkloadPausedResult>());
     out
 }
 
@@ -1037,6 +1078,18 @@ pub const METHODS: &[MethodSpec] = {
             "LiveObjectsWire",
         ),
         spec(method::CONFORMANCE_CLOSE, Request, "null", "null"),
+        spec(
+            method::CONFORMANCE_PAUSE_WORKLOAD,
+            Request,
+            "PauseWorkloadParams",
+            "null",
+        ),
+        spec(
+            method::CONFORMANCE_WORKLOAD_PAUSED,
+            Request,
+            "WorkloadPausedParams",
+            "WorkloadPausedResult",
+        ),
         spec(method::COMMIT, Notification, "HandleParams", "—"),
         spec(method::CANCEL, Notification, "CancelParams", "—"),
         spec(method::PROCESS_STDIN, Notification, "StdinFrame", "—"),

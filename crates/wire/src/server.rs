@@ -52,6 +52,21 @@ pub trait ConformanceHooks: Send + Sync {
     /// # Errors
     /// A message naming what was left.
     async fn close(&self) -> Result<(), String>;
+    /// `conformance/pauseWorkload` (optional): pause or unpause an
+    /// instance's workload from outside the provider; `None` when the
+    /// target cannot (the method is then answered as not found).
+    async fn pause_workload(
+        &self,
+        _instance_id: &str,
+        _paused: bool,
+    ) -> Option<Result<(), String>> {
+        None
+    }
+    /// `conformance/workloadPaused` (optional); `None` when the target
+    /// cannot tell.
+    async fn workload_paused(&self, _instance_id: &str) -> Option<Result<bool, String>> {
+        None
+    }
 }
 
 /// What a server serves.
@@ -147,6 +162,9 @@ struct SessionState {
     processes: std::collections::BTreeSet<String>,
     next: u64,
     ended: bool,
+    /// Requests this side sent the runner (`runner/activeWriteDispatched`),
+    /// by id, awaiting the runner's answer.
+    asked: HashMap<u64, tokio::sync::oneshot::Sender<Result<Value, RpcError>>>,
 }
 
 struct Session {
@@ -295,6 +313,7 @@ fn handle_line(session: &Arc<Session>, line: &[u8]) -> Result<(), ServeError> {
                     | method::RELEASE
                     | method::RESUME
                     | method::OPEN_PROCESS
+                    | method::BEGIN_ACTIVE_WRITE
                     | method::ROLLBACK
                     | method::PROCESS_DESTROY
             );
@@ -307,7 +326,7 @@ fn handle_line(session: &Arc<Session>, line: &[u8]) -> Result<(), ServeError> {
             );
             let s = session.clone();
             let task = tokio::spawn(async move {
-                let outcome = dispatch(&s, &method, params).await;
+                let outcome = dispatch(&s, id, &method, params).await;
                 settle(&s, id, outcome).await;
             });
             if abortable {
@@ -317,10 +336,14 @@ fn handle_line(session: &Arc<Session>, line: &[u8]) -> Result<(), ServeError> {
             }
         }
         Incoming::Notification { method, params } => notification(session, &method, params),
-        Incoming::Response { id, .. } => {
-            // The runner's answer to runner/activeWriteDispatched; no
-            // provider sends that request yet.
-            tracing::debug!(id, "response from the runner");
+        Incoming::Response { id, outcome } => {
+            // The runner's answer to runner/activeWriteDispatched.
+            match session.lock().asked.remove(&id) {
+                Some(waiting) => {
+                    let _ = waiting.send(outcome);
+                }
+                None => tracing::debug!(id, "an answer to nothing this side asked"),
+            }
         }
     }
     Ok(())
@@ -477,6 +500,55 @@ fn params<T: DeserializeOwned>(method: &str, v: &Value) -> Result<T, RpcError> {
     })
 }
 
+/// The dispatch marker of a served beginActiveWrite: asks the runner with
+/// `runner/activeWriteDispatched` and waits for its answer. A runner that
+/// answers with an error, or is gone before answering, aborts the still
+/// open transaction.
+struct WireMarker {
+    session: Arc<Session>,
+    request_id: u64,
+}
+
+#[async_trait::async_trait]
+impl DispatchMarker for WireMarker {
+    async fn dispatch(&self, transaction_id: &str) -> Result<(), SandboxError> {
+        const OP: Operation = Operation::Member(checkfu_sandbox_contract::Member::BeginActiveWrite);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let id = {
+            let mut st = self.session.lock();
+            st.next += 1;
+            let id = st.next;
+            st.asked.insert(id, tx);
+            id
+        };
+        let params = ActiveWriteDispatchedParams {
+            request_id: self.request_id,
+            transaction_id: transaction_id.to_owned(),
+        };
+        self.session.send(request_line(
+            id,
+            method::ACTIVE_WRITE_DISPATCHED,
+            to_value(&params),
+        ));
+        match rx.await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(SandboxError::failed(
+                OP,
+                FailureReason::ProviderError,
+                format!(
+                    "the runner aborted the transaction at its dispatch marker: {}",
+                    e.message
+                ),
+            )),
+            Err(_) => Err(SandboxError::failed(
+                OP,
+                FailureReason::ProviderError,
+                "the runner was gone before it answered the dispatch marker",
+            )),
+        }
+    }
+}
+
 fn sandbox(e: SandboxError) -> RpcError {
     RpcError::sandbox(&e)
 }
@@ -509,7 +581,7 @@ fn hook_error(message: String) -> RpcError {
     }
 }
 
-async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, RpcError> {
+async fn dispatch(session: &Arc<Session>, id: u64, m: &str, p: Value) -> Result<Done, RpcError> {
     let provider = session.served.provider.clone();
     match m {
         method::CAPABILITIES => Ok(Done::Value(to_value(&provider.capabilities()))),
@@ -538,7 +610,17 @@ async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, Rpc
             None => Err(absent(m)),
         },
         method::BEGIN_ACTIVE_WRITE => match provider.begin_active_write() {
-            Some(member) => value(member.begin_active_write(params(m, &p)?).await),
+            Some(member) => {
+                let marker = Arc::new(WireMarker {
+                    session: session.clone(),
+                    request_id: id,
+                });
+                value(
+                    member
+                        .begin_active_write(ActiveWriteTransaction::new(params(m, &p)?, marker))
+                        .await,
+                )
+            }
             None => Err(absent(m)),
         },
         method::RESOLVE_IMAGE => match provider.resolve_image() {
@@ -598,7 +680,9 @@ async fn dispatch(session: &Arc<Session>, m: &str, p: Value) -> Result<Done, Rpc
         | method::CONFORMANCE_CONTROL_PROBE
         | method::CONFORMANCE_STOP_LISTENER
         | method::CONFORMANCE_LIVE_OBJECTS
-        | method::CONFORMANCE_CLOSE => {
+        | method::CONFORMANCE_CLOSE
+        | method::CONFORMANCE_PAUSE_WORKLOAD
+        | method::CONFORMANCE_WORKLOAD_PAUSED => {
             let Some(hooks) = session.served.hooks.clone() else {
                 return Err(absent(m));
             };
@@ -682,6 +766,27 @@ async fn hook(hooks: &dyn ConformanceHooks, m: &str, p: Value) -> Result<Done, R
         method::CONFORMANCE_CLOSE => {
             hooks.close().await.map_err(hook_error)?;
             Value::Null
+        }
+        method::CONFORMANCE_PAUSE_WORKLOAD => {
+            let q: PauseWorkloadParams = serde_json::from_value(p)
+                .map_err(|e| RpcError::plain(code::INVALID_PARAMS, e.to_string()))?;
+            match hooks.pause_workload(&q.instance_id, q.paused).await {
+                None => return Err(absent(m)),
+                Some(r) => {
+                    r.map_err(hook_error)?;
+                    Value::Null
+                }
+            }
+        }
+        method::CONFORMANCE_WORKLOAD_PAUSED => {
+            let q: WorkloadPausedParams = serde_json::from_value(p)
+                .map_err(|e| RpcError::plain(code::INVALID_PARAMS, e.to_string()))?;
+            match hooks.workload_paused(&q.instance_id).await {
+                None => return Err(absent(m)),
+                Some(r) => to_value(&WorkloadPausedResult {
+                    paused: r.map_err(hook_error)?,
+                }),
+            }
         }
         _ => to_value(&hooks.live_objects().await.map_err(hook_error)?),
     };

@@ -213,8 +213,10 @@ async fn an_allocation_whose_value_does_not_decode_is_rolled_back_through_its_ha
     c.close().await;
 }
 
+/// A dispatch marker naming no transaction in flight is answered with an
+/// error (the runner never acknowledges a dispatch it did not ask for).
 #[tokio::test]
-async fn the_runner_answers_the_active_write_dispatch_marker() {
+async fn an_unsolicited_dispatch_marker_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("marker.log");
     let then = format!(
@@ -225,9 +227,14 @@ async fn the_runner_answers_the_active_write_dispatch_marker() {
     c.destroy(destroy_request()).await.unwrap();
     let answer: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
-    assert_eq!(
-        answer,
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": null})
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tx-1"),
+        "{answer}"
     );
     c.close().await;
 }

@@ -296,3 +296,95 @@ async fn stdout_past_the_replay_window_arrives_whole_in_order_and_the_exit_settl
     process.control.destroy().await.unwrap();
     process.control.destroy().await.unwrap();
 }
+
+/// Records each dispatch marker and answers it (or aborts).
+struct Marker {
+    seen: Mutex<Vec<String>>,
+    abort: bool,
+}
+
+#[async_trait]
+impl DispatchMarker for Marker {
+    async fn dispatch(&self, transaction_id: &str) -> Result<(), SandboxError> {
+        self.seen.lock().unwrap().push(transaction_id.to_owned());
+        if self.abort {
+            Err(SandboxError::failed(
+                Operation::Member(Member::BeginActiveWrite),
+                FailureReason::InvalidRequest,
+                "the caller aborts",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// beginActiveWrite over the wire: the served provider's dispatch marker
+/// travels as `runner/activeWriteDispatched` to the caller's marker, whose
+/// answer decides (null: dispatched and committed; an error: aborted and
+/// rolled back, nothing published).
+#[tokio::test]
+async fn the_dispatch_marker_crosses_the_wire_both_ways() {
+    let mem = memory();
+    let client = served(Arc::new(mem.clone()), WireOptions::default()).await;
+    let mut req = request();
+    req.mounts = vec![SandboxMount {
+        path: "/work".into(),
+        access: MountAccess::ReadWrite,
+    }];
+    let id = client.provision(req).await.unwrap().value.instance_id;
+    let _ = client
+        .activate(ActivateRequest {
+            instance_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    let member = SandboxProvider::begin_active_write(&client).unwrap();
+    let batch = |tx: &str, body: &[u8]| ActiveWriteRequest {
+        instance_id: id.clone(),
+        transaction_id: tx.into(),
+        files: vec![ActiveWriteFile {
+            path: "/work/a".into(),
+            content_base64: body.to_vec().into(),
+        }],
+    };
+    let abort = Arc::new(Marker {
+        seen: Mutex::new(vec![]),
+        abort: true,
+    });
+    let out = member
+        .begin_active_write(ActiveWriteTransaction::new(
+            batch("t-abort", b"no"),
+            abort.clone(),
+        ))
+        .await
+        .unwrap();
+    assert!(
+        matches!(out, ActiveWriteOutcome::RolledBack { .. }),
+        "{out:?}"
+    );
+    assert_eq!(*abort.seen.lock().unwrap(), vec!["t-abort".to_string()]);
+    assert_eq!(mem.node(&id, "/work/a"), None);
+
+    let proceed = Arc::new(Marker {
+        seen: Mutex::new(vec![]),
+        abort: false,
+    });
+    let out = member
+        .begin_active_write(ActiveWriteTransaction::new(
+            batch("t-go", b"yes"),
+            proceed.clone(),
+        ))
+        .await
+        .unwrap();
+    assert!(
+        matches!(out, ActiveWriteOutcome::Committed { .. }),
+        "{out:?}"
+    );
+    assert_eq!(*proceed.seen.lock().unwrap(), vec!["t-go".to_string()]);
+    assert_eq!(
+        mem.node(&id, "/work/a"),
+        Some(checkfu_sandbox_memory::FsNode::File(b"yes".to_vec()))
+    );
+    client.close().await;
+}

@@ -33,6 +33,7 @@ pub(super) async fn run(ctx: &Ctx) -> Step<()> {
             .write_file(id, &output("result.txt"), out.clone()),
     )
     .await?;
+    super::active_write::exercise(ctx, RetentionMode::Durable).await?;
     let disposition = step(
         "release (durable)",
         ctx.adapter.release(id, Some(ctx.at(3600))),

@@ -2,6 +2,7 @@
 //! the runtime and only with the probe vocabulary (DESIGN D15), and asserts
 //! what the spec says the case proves.
 
+mod active_write;
 mod allowlist_egress;
 mod checkpoint_clone;
 mod durable_round_trip;

@@ -335,6 +335,7 @@ pub(super) async fn run(ctx: &Ctx) -> Step<()> {
     if ctx.adapter.open_process_offered() {
         open_process_round_trip(ctx, id).await?;
     }
+    super::active_write::exercise(ctx, RetentionMode::EphemeralZdr).await?;
     let disposition = step("release (ephemeral_zdr)", ctx.adapter.release(id, None)).await?;
     ensure(
         disposition == ReleaseDisposition::Destroyed,

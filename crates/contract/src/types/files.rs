@@ -388,4 +388,35 @@ pub enum ActiveWriteOutcome {
         /// Why.
         reason: String,
     },
+    /// Dispatched but not settled: the provider could not tell the caller
+    /// how the transaction ended (or the caller stopped observing after the
+    /// dispatch marker). The journal stays dispatched and is recovery work;
+    /// a redelivery of the same batch gets the settled outcome. Only valid
+    /// after the transaction's dispatch marker was invoked.
+    Indeterminate {
+        /// Echo of the transaction id.
+        transaction_id: String,
+        /// Why the outcome is not known.
+        reason: String,
+    },
+}
+
+impl ActiveWriteOutcome {
+    /// The transaction id the outcome names.
+    pub fn transaction_id(&self) -> &str {
+        match self {
+            ActiveWriteOutcome::Committed { transaction_id, .. }
+            | ActiveWriteOutcome::RolledBack { transaction_id, .. }
+            | ActiveWriteOutcome::Indeterminate { transaction_id, .. } => transaction_id,
+        }
+    }
+
+    /// `committed`, `rolled_back` or `indeterminate`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ActiveWriteOutcome::Committed { .. } => "committed",
+            ActiveWriteOutcome::RolledBack { .. } => "rolled_back",
+            ActiveWriteOutcome::Indeterminate { .. } => "indeterminate",
+        }
+    }
 }

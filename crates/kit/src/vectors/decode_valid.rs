@@ -276,6 +276,7 @@ pub(super) fn decode_valid(v: &mut Vectors) {
     v.ok_decode("decode-active-write-request", "A beginActiveWrite batch.", "ActiveWriteRequest", json!({"instance_id": "inst-1", "transaction_id": "tx-1", "files": [{"path": "/workspace/project/a", "content_base64": "YQ=="}]}));
     v.ok_decode("decode-active-write-outcome-committed", "A committed transaction.", "ActiveWriteOutcome", json!({"outcome": "committed", "transaction_id": "tx-1", "mount_path": "/workspace/project", "published": ["/workspace/project/a"]}));
     v.ok_decode("decode-active-write-outcome-rolled-back", "A rolled-back transaction.", "ActiveWriteOutcome", json!({"outcome": "rolled_back", "transaction_id": "tx-1", "reason": "paused workload did not settle"}));
+    v.ok_decode("decode-active-write-outcome-indeterminate", "A dispatched transaction whose end the provider cannot tell (valid only after the dispatch marker).", "ActiveWriteOutcome", json!({"outcome": "indeterminate", "transaction_id": "tx-1", "reason": "the daemon did not answer the unpause"}));
     v.ok_decode(
         "decode-error-lifecycle-conflict",
         "A tagged error.",

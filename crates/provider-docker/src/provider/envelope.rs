@@ -44,7 +44,8 @@ pub fn envelope(egress: &EgressSupport) -> SandboxProviderCapabilities {
         snapshot_custody: SnapshotCustody::Runner,
         list_dir: true,
         physically_contained_file_read: true,
-        active_mount_write: false,
+        // beginActiveWrite: a journal in the state directory (crate::active_write).
+        active_mount_write: true,
         egress_certification,
         enforcement: Enforcement {
             // Mount namespace, read-only binds, contained host reads.
@@ -83,7 +84,7 @@ mod tests {
         assert_eq!(e.network_modes, vec![NetworkMode::None]);
         assert_eq!(e.egress_certification, EgressCertification::Unsupported);
         assert!(e.snapshots && e.snapshot_clone && e.list_dir && e.physically_contained_file_read);
-        assert!(!e.active_mount_write);
+        assert!(e.active_mount_write);
     }
 
     #[test]

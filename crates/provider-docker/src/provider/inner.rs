@@ -134,6 +134,8 @@ pub(crate) struct Inner {
     pub(crate) egress_support: EgressSupport,
     /// The warm pool of this provider object.
     pub(crate) pool: Pool,
+    /// beginActiveWrite's step hook (crash tests).
+    pub(crate) active_write_hook: std::sync::OnceLock<crate::active_write::StepHook>,
 }
 
 pub(super) fn scope_ok(scope: &str) -> bool {
@@ -154,7 +156,15 @@ impl DockerProvider {
     /// malformed or the state directory cannot be created.
     pub async fn connect(config: DockerConfig) -> Result<Self, DockerProviderError> {
         let docker = daemon::connect().await?;
-        Self::with_docker(docker, config)
+        let provider = Self::with_docker(docker, config)?;
+        // beginActiveWrite recovery on the provider's start: interrupted
+        // dispatches rolled back, committed ones finished, inherited pause
+        // tokens released. A failure is reported and retried by the next
+        // delivery of the same transaction.
+        if let Err(e) = provider.recover_active_writes().await {
+            tracing::warn!(error = %e, "active-write recovery incomplete");
+        }
+        Ok(provider)
     }
 
     /// A provider over an already connected daemon handle.
@@ -207,6 +217,7 @@ impl DockerProvider {
                 egress,
                 egress_support: support,
                 pool: Pool::new(config.pool_size),
+                active_write_hook: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -226,6 +237,7 @@ impl DockerProvider {
                 egress: self.inner.egress.clone(),
                 egress_support: self.inner.egress_support.clone(),
                 pool: Pool::new(0),
+                active_write_hook: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -43,7 +43,7 @@ pub const SNAPSHOT_REPOSITORY: &str = "checkfu-snapshot";
 /// Repository of per-instance image tags (`checkfu-instance:<instance id>`).
 pub const INSTANCE_REPOSITORY: &str = "checkfu-instance";
 
-pub(super) fn container_name(instance_id: &str) -> String {
+pub(crate) fn container_name(instance_id: &str) -> String {
     format!("checkfu-{instance_id}")
 }
 

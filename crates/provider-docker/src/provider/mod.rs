@@ -82,6 +82,7 @@ pub use inner::{
     parse_pool_size, DockerConfig, DockerProvider, DockerProviderError, MATERIALIZATION_REVISION,
     PROVIDER_ID, PROVIDER_REVISION,
 };
+pub(crate) use labels::container_name;
 pub use labels::{
     INSTANCE_REPOSITORY, KIND_INSTANCE, KIND_SNAPSHOT, LABEL_CREATED_AT, LABEL_EXPIRES_AT,
     LABEL_INSTANCE_ID, LABEL_KIND, LABEL_PROFILE_DIGEST, LABEL_PROFILE_ID, LABEL_PROFILE_VERSION,

@@ -380,6 +380,10 @@ impl SandboxProvider for DockerProvider {
         Some(self)
     }
 
+    fn begin_active_write(&self) -> Option<&dyn ActiveWriteMember> {
+        Some(self)
+    }
+
     fn resolve_image(&self) -> Option<&dyn ResolveImageMember> {
         Some(self)
     }

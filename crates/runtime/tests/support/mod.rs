@@ -216,6 +216,12 @@ struct Hooks {
     evidence: Option<Hook<SandboxProcessEvidence>>,
     cleanup: Option<Hook<CleanupResult>>,
     active_write: Option<Hook<ActiveWriteOutcome>>,
+    /// beginActiveWrite publishes without invoking the dispatch marker.
+    active_write_skips_marker: bool,
+    /// beginActiveWrite publishes although the marker aborted.
+    active_write_ignores_abort: bool,
+    /// beginActiveWrite fails with this error after the marker.
+    active_write_error_after_marker: Option<SandboxError>,
 }
 
 #[derive(Default)]
@@ -372,6 +378,21 @@ impl Inner {
     /// Mutates every cleanup result.
     pub fn on_cleanup(&self, f: impl Fn(&mut CleanupResult) + Send + Sync + 'static) {
         lock(&self.hooks).cleanup = Some(Box::new(f));
+    }
+
+    /// beginActiveWrite publishes without invoking the dispatch marker.
+    pub fn active_write_skips_marker(&self) {
+        lock(&self.hooks).active_write_skips_marker = true;
+    }
+
+    /// beginActiveWrite publishes although the dispatch marker aborted.
+    pub fn active_write_ignores_abort(&self) {
+        lock(&self.hooks).active_write_ignores_abort = true;
+    }
+
+    /// beginActiveWrite fails with `error` after invoking the marker.
+    pub fn active_write_fails_after_marker(&self, error: SandboxError) {
+        lock(&self.hooks).active_write_error_after_marker = Some(error);
     }
 
     /// Mutates every beginActiveWrite outcome.
@@ -1220,9 +1241,27 @@ impl OpenProcessMember for Scripted {
 impl ActiveWriteMember for Scripted {
     async fn begin_active_write(
         &self,
-        request: ActiveWriteRequest,
+        transaction: ActiveWriteTransaction,
     ) -> Result<ActiveWriteOutcome, SandboxError> {
         self.enter(op::BEGIN_ACTIVE_WRITE).await?;
+        let (skips, ignores) = {
+            let h = lock(&self.hooks);
+            (h.active_write_skips_marker, h.active_write_ignores_abort)
+        };
+        if !skips {
+            if let Err(e) = transaction.mark_dispatched().await {
+                if !ignores {
+                    return Ok(ActiveWriteOutcome::RolledBack {
+                        transaction_id: transaction.request().transaction_id.clone(),
+                        reason: format!("aborted at the dispatch marker: {e}"),
+                    });
+                }
+            }
+        }
+        if let Some(e) = lock(&self.hooks).active_write_error_after_marker.clone() {
+            return Err(e);
+        }
+        let request = transaction.into_request();
         let instance = self.require(
             op::BEGIN_ACTIVE_WRITE,
             &request.instance_id,
