@@ -30,25 +30,23 @@
 //! Contained reads and writes on host directories come from
 //! [`checkfu_sandbox_contained`].
 
-mod archive;
-mod busybox;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod daemon;
 pub mod fixture;
-mod leaves;
 mod members;
 mod process;
 mod provider;
 mod store;
 pub mod testnet;
 
-pub use archive::{
-    archive_dir, extract_archive, extract_archive_keeping_links, ArchiveSummary, ExtractSummary,
-};
 pub use bollard;
 pub use bollard::Docker;
-pub use busybox::{locate_busybox, BusyboxError, BUSYBOX_PACKAGE};
+pub use checkfu_sandbox_hostfs::archive::{
+    archive_dir, extract_archive, extract_archive_keeping_links, ArchiveError, ArchiveSummary,
+    ExtractSummary,
+};
+pub use checkfu_sandbox_hostfs::busybox::{locate_busybox, BusyboxError, BUSYBOX_PACKAGE};
 pub use provider::{
     envelope, host_platform, DockerConfig, DockerProvider, DockerProviderError, Inventory,
     ObjectTimes, MATERIALIZATION_REVISION, PROVIDER_ID, PROVIDER_REVISION,
