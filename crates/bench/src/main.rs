@@ -15,17 +15,19 @@ use checkfu_sandbox_memory::MemoryProvider;
 use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
 use clap::Parser;
 
+mod linux;
+
 /// Measure the sandbox seam against baselines taken in the same run.
 #[derive(Debug, Parser)]
 #[command(
     name = "checkfu-bench",
-    after_help = "Examples:\n  checkfu-bench                      # every figure, table on stdout\n  checkfu-bench --quick --out table.md\n  checkfu-bench --only 1 --only 3\n\nFigures: 1 runtime overhead (memory), 2 cold start, 3 warm execute, 4 readFile 16 MiB,\n5 durable round trip, 6 cleanup of 100 and 1,000 orphans, 7 16 concurrent lifecycles,\n8 wire overhead (memory oracle served by this binary on stdio: execute, openProcess stdout)."
+    after_help = "Examples:\n  checkfu-bench                      # every figure, table on stdout\n  checkfu-bench --quick --out table.md\n  checkfu-bench --only 1 --only 3\n\nFigures: 1 runtime overhead (memory), 2 cold start, 3 warm execute, 4 readFile 16 MiB,\n5 durable round trip, 6 cleanup of 100 and 1,000 orphans, 7 16 concurrent lifecycles,\n8 wire overhead (memory oracle served by this binary on stdio: execute, openProcess stdout),\n9 the daemonless linux provider (cold start vs docker run and unshare, ready-to-execute,\nwarm execute vs docker exec, 16 concurrent, durable round trip vs the Docker provider; root)."
 )]
 struct Args {
     /// Fewer repetitions (a smoke run).
     #[arg(long)]
     quick: bool,
-    /// Run only this figure (1-8, repeatable).
+    /// Run only this figure (1-9, repeatable).
     #[arg(long = "only", value_name = "N")]
     only: Vec<u8>,
     /// Also write the table to FILE.
@@ -857,6 +859,9 @@ fn main() -> ExitCode {
         }
         if (2..=7).any(which) {
             figures_docker(&which, args.quick, &mut rows).await?;
+        }
+        if which(9) {
+            linux::figure9(args.quick, &mut rows).await?;
         }
         Ok::<_, String>(rows)
     });

@@ -193,7 +193,7 @@ impl InstanceCgroups {
     /// A directory that still exists after the removal attempts.
     pub fn remove(&self) -> io::Result<()> {
         let mut last = Ok(());
-        for attempt in 0..200 {
+        for attempt in 0..2000 {
             for pid in self.members() {
                 let _ = rustix::process::kill_process(
                     rustix::process::Pid::from_raw(pid).expect("positive pid"),
@@ -212,7 +212,7 @@ impl InstanceCgroups {
                 break;
             }
             let _ = attempt;
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         for dir in &self.dirs {
             if let Some(scope_dir) = dir.parent() {

@@ -449,6 +449,9 @@ impl Inner {
                                 let _ =
                                     rustix::process::kill_process(p, rustix::process::Signal::KILL);
                             }
+                            // Our own child (the usual case): wait for it
+                            // at once; another's: poll below.
+                            spawn::reap(pid, true);
                         }
                         // Gone, a zombie, or a reused pid: not ours any more.
                         _ => return true,
