@@ -251,12 +251,6 @@ pub fn rootfs_tar(busybox: &Busybox) -> Result<Vec<u8>, RootfsError> {
     build().map_err(RootfsError::Archive)
 }
 
-/// Builds the whole (uncompressed) build context: `Dockerfile` and
-/// `rootfs.tar`.
-///
-/// # Errors
-///
-
 #[cfg(test)]
 // The tests read files they wrote themselves.
 #[allow(clippy::disallowed_methods)]

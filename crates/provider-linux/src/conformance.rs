@@ -244,6 +244,32 @@ pub async fn sweep_conformance_scope(provider: &LinuxProvider) -> Vec<String> {
     problems
 }
 
+/// The state directories conformance targets left in the temporary
+/// directory (`checkfu-linux-<scope>-<suffix>`), with their scopes: what a
+/// `checkfu sandbox test` killed before it could close its target leaves.
+pub fn conformance_state_dirs() -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    // The host's temporary directory, never a workload tree.
+    #[allow(clippy::disallowed_methods)]
+    let listed = std::fs::read_dir(std::env::temp_dir());
+    for e in listed.into_iter().flatten().filter_map(Result::ok) {
+        let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let Some(rest) = name.strip_prefix("checkfu-linux-") else {
+            continue;
+        };
+        let Some((scope, _suffix)) = rest.rsplit_once('-') else {
+            continue;
+        };
+        if scope.starts_with(CONFORMANCE_SCOPE_PREFIX) && e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.push((scope.to_owned(), e.path()));
+        }
+    }
+    out.sort();
+    out
+}
+
 impl Drop for LinuxTarget {
     fn drop(&mut self) {
         if self.closed.load(Ordering::SeqCst) {

@@ -61,8 +61,5 @@ async fn linux_passes_eight_skips_allowlist_and_leaves_nothing() {
         common::scope_cgroups(&scope),
         Vec::<std::path::PathBuf>::new()
     );
-    assert_eq!(
-        common::processes_rooted_under(&state_dir),
-        Vec::<i32>::new()
-    );
+    assert_eq!(common::processes_in_scope(&scope), Vec::<i32>::new());
 }

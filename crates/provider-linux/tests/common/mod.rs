@@ -50,9 +50,10 @@ pub fn scope_cgroups(scope: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Live (non-zombie) processes whose root is under `dir` (an instance's
-/// root): what a leaked instance would leave running.
-pub fn processes_rooted_under(dir: &std::path::Path) -> Vec<i32> {
+/// Live (non-zombie) processes in a cgroup of `scope`: every instance's
+/// init and commands join one before they run anything of the workload.
+pub fn processes_in_scope(scope: &str) -> Vec<i32> {
+    let needle = format!("/{CGROUP_PARENT}/{scope}/");
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
@@ -62,13 +63,10 @@ pub fn processes_rooted_under(dir: &std::path::Path) -> Vec<i32> {
             .ok()
             .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
             .unwrap_or(true);
-        if zombie {
-            continue;
-        }
-        if let Ok(root) = std::fs::read_link(format!("/proc/{pid}/root")) {
-            if root.starts_with(dir) {
-                out.push(pid);
-            }
+        let member = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .is_ok_and(|c| c.contains(&needle));
+        if member && !zombie {
+            out.push(pid);
         }
     }
     out
