@@ -252,3 +252,29 @@ fn cleanup_sweeps_what_a_sigkilled_conformance_run_left() {
     assert_eq!(processes_in_scope(&scope), Vec::<String>::new());
     assert_eq!(scope_cgroups(&scope), Vec::<PathBuf>::new());
 }
+
+#[test]
+fn the_envelope_backs_six_tokens_and_names_the_missing_one() {
+    if !linux_or_skip("linux_capabilities") {
+        return;
+    }
+    let (_state, _scope, checkfu) = env("linux_capabilities");
+    let o = output(checkfu().args(["sandbox", "capabilities", "--provider", "linux", "--json"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(doc["provider"], "linux", "{doc}");
+    let unbacked: Vec<&str> = doc["tokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .filter(|t| t["backed"] == false)
+        .filter_map(|t| t["token"].as_str())
+        .collect();
+    assert_eq!(unbacked, vec!["network-allowlist"], "{doc}");
+    let o = output(checkfu().args(["sandbox", "capabilities", "--provider", "linux"]));
+    assert!(
+        stdout(&o).contains("network-allowlist  not backed: needs"),
+        "{}",
+        describe(&o)
+    );
+}
