@@ -14,8 +14,8 @@
 //! A pinned reference is `<name>@sha256:<manifest digest>`: the digest of
 //! the OCI manifest, which names the configuration and every layer by
 //! digest, so the reference fixes the bytes. Nothing is ever pulled: the
-//! store is filled by [`write_fixture`] (offline, from a static busybox)
-//! and by [`import`] (an OCI layout directory or a `docker save` tarball).
+//! store is filled by [`ImageStore::write_fixture`] (offline, from a static busybox)
+//! and by [`ImageStore::import`] (an OCI layout directory or a `docker save` tarball).
 //!
 //! Layers are uncompressed tars (`application/vnd.oci.image.layer.v1.tar`,
 //! Docker's `layer.tar`); whiteouts (`.wh.<name>`, `.wh..wh..opq`) are
