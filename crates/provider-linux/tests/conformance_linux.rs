@@ -1,6 +1,7 @@
 //! The suite against the real kernel: eight passes, allowlist-egress
 //! recorded as a skip, and nothing of the target's scope left afterwards
-//! (no instance, snapshot, cgroup, process or state directory).
+//! (no instance, snapshot, cgroup, process, host mount or state
+//! directory; namespaces die with the processes that hold them).
 //!
 //! Gate: without root the test prints a `SKIP` line and returns, except
 //! under `CI=true`, where it fails.
@@ -37,6 +38,8 @@ async fn linux_passes_eight_skips_allowlist_and_leaves_nothing() {
         }
     };
     let evidence = run_suite(target.clone(), &SuiteOptions::default(), &progress).await;
+    // No mount of an instance reached the host's mount table.
+    assert_eq!(common::host_mounts_under(&state_dir), Vec::<String>::new());
     let closed = target.close().await;
     let evidence = evidence.expect("suite starts");
     eprintln!("{}", evidence.table());

@@ -71,3 +71,15 @@ pub fn processes_in_scope(scope: &str) -> Vec<i32> {
     }
     out
 }
+
+/// Mount points of the host's mount table under `dir` (an instance's
+/// mounts live only in its own mount namespace, so this stays empty).
+pub fn host_mounts_under(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| std::path::Path::new(m).starts_with(dir))
+        .map(str::to_owned)
+        .collect()
+}
