@@ -185,7 +185,7 @@ impl InstanceCgroups {
     }
 
     /// Kills every member (SIGKILL), then removes the directories (and the
-    /// scope directory when it is left empty). Missing directories are
+    /// scope's and the provider's parent directories when left empty). Missing directories are
     /// fine.
     ///
     /// # Errors
@@ -214,9 +214,14 @@ impl InstanceCgroups {
             let _ = attempt;
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        // The scope's directory and the provider's parent go when empty (a
+        // concurrent scope keeps them: rmdir of a non-empty group fails).
         for dir in &self.dirs {
             if let Some(scope_dir) = dir.parent() {
                 let _ = fs::remove_dir(scope_dir);
+                if let Some(parent) = scope_dir.parent() {
+                    let _ = fs::remove_dir(parent);
+                }
             }
         }
         last
