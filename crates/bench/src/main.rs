@@ -15,17 +15,19 @@ use checkfu_sandbox_memory::MemoryProvider;
 use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
 use clap::Parser;
 
+mod linux;
+
 /// Measure the sandbox seam against baselines taken in the same run.
 #[derive(Debug, Parser)]
 #[command(
     name = "checkfu-bench",
-    after_help = "Examples:\n  checkfu-bench                      # every figure, table on stdout\n  checkfu-bench --quick --out table.md\n  checkfu-bench --only 1 --only 3\n\nFigures: 1 runtime overhead (memory), 2 cold start (without and from a warm pool), 3 warm execute,\n4 readFile 16 MiB, 5 durable round trip, 6 cleanup of 100 and 1,000 orphans,\n7 16 concurrent lifecycles (without and from a warm pool), 8 wire overhead (memory oracle served\nby this binary on stdio: execute, openProcess stdout), 9 idle cost of a pooled container,\n10 allowlist activation (Docker: nftables rules loaded into the instance) vs network none.\n\n  checkfu-bench --list                                   # every row name, nothing measured\n  checkfu-bench --quick --only 1 --check-doc docs/PERFORMANCE.md"
+    after_help = "Examples:\n  checkfu-bench                      # every figure, table on stdout\n  checkfu-bench --quick --out table.md\n  checkfu-bench --only 1 --only 3\n\nFigures: 1 runtime overhead (memory), 2 cold start (without and from a warm pool), 3 warm execute,\n4 readFile 16 MiB, 5 durable round trip, 6 cleanup of 100 and 1,000 orphans,\n7 16 concurrent lifecycles (without and from a warm pool), 8 wire overhead (memory oracle served\nby this binary on stdio: execute, openProcess stdout), 9 idle cost of a pooled container,\n10 allowlist activation (Docker: nftables rules loaded into the instance) vs network none,\n11 the daemonless linux provider (cold start vs docker run and unshare, ready-to-execute,\nwarm execute vs docker exec, 16 concurrent, durable round trip vs the Docker provider; root).\n\n  checkfu-bench --list                                   # every row name, nothing measured\n  checkfu-bench --quick --only 1 --check-doc docs/PERFORMANCE.md"
 )]
 struct Args {
     /// Fewer repetitions (a smoke run).
     #[arg(long)]
     quick: bool,
-    /// Run only this figure (1-10, repeatable).
+    /// Run only this figure (1-11, repeatable).
     #[arg(long = "only", value_name = "N")]
     only: Vec<u8>,
     /// Also write the table to FILE.
@@ -173,6 +175,7 @@ fn catalogue() -> Vec<String> {
         ]
         .map(String::from),
     );
+    names.extend(linux::ROWS.map(String::from));
     names
 }
 
@@ -1223,6 +1226,9 @@ fn main() -> ExitCode {
         }
         if (2..=7).chain([9, 10]).any(which) {
             figures_docker(&which, args.quick, &mut rows).await?;
+        }
+        if which(11) {
+            linux::figure11(args.quick, &mut rows).await?;
         }
         Ok::<_, String>(rows)
     });

@@ -85,8 +85,10 @@ enum SandboxCommand {
     Capabilities(cmd::capabilities::CapabilitiesArgs),
     /// Sweep orphaned instances and snapshots of the CLI's scope.
     Cleanup(cmd::cleanup::CleanupArgs),
-    /// Build the offline Docker fixture image when missing and print its pinned reference.
+    /// Build the offline fixture image (Docker, or the Linux provider's store) and print its pinned reference.
     Fixture(cmd::fixture::FixtureArgs),
+    /// Manage the Linux provider's local OCI image store (import).
+    Image(cmd::images::ImageArgs),
     /// List the memory oracle's named faults: the rule each breaks and the case that catches it.
     Faults(cmd::faults::FaultsArgs),
     /// Write or check the machine-readable author kit (JSON Schema and golden vectors).
@@ -127,6 +129,7 @@ fn main() -> ExitCode {
         Top::Sandbox(SandboxCommand::Capabilities(args)) => cmd::capabilities::run(args),
         Top::Sandbox(SandboxCommand::Cleanup(args)) => cmd::cleanup::run(args),
         Top::Sandbox(SandboxCommand::Fixture(args)) => cmd::fixture::run(args),
+        Top::Sandbox(SandboxCommand::Image(args)) => cmd::images::run(args),
         Top::Sandbox(SandboxCommand::Faults(args)) => cmd::faults::run(args),
         Top::Sandbox(SandboxCommand::Schema(args)) => cmd::schema::run(args),
         Top::Sandbox(SandboxCommand::Serve(args)) => cmd::serve::run(args),

@@ -35,14 +35,11 @@
 //! [`checkfu_sandbox_contained`].
 
 mod active_write;
-mod archive;
-mod busybox;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod daemon;
 pub mod egress;
 pub mod fixture;
-mod leaves;
 mod members;
 mod process;
 mod provider;
@@ -50,12 +47,13 @@ mod store;
 pub mod testnet;
 
 pub use active_write::{ActiveWriteRecovery, ActiveWriteStep, StepHook};
-pub use archive::{
-    archive_dir, extract_archive, extract_archive_keeping_links, ArchiveSummary, ExtractSummary,
-};
 pub use bollard;
 pub use bollard::Docker;
-pub use busybox::{locate_busybox, BusyboxError, BUSYBOX_PACKAGE};
+pub use checkfu_sandbox_hostfs::archive::{
+    archive_dir, extract_archive, extract_archive_keeping_links, ArchiveError, ArchiveSummary,
+    ExtractSummary,
+};
+pub use checkfu_sandbox_hostfs::busybox::{locate_busybox, BusyboxError, BUSYBOX_PACKAGE};
 pub use provider::{
     envelope, host_platform, parse_pool_size, DockerConfig, DockerProvider, DockerProviderError,
     Inventory, ObjectTimes, PoolShapeStatus, PoolStatus, DEFAULT_POOL_SIZE,

@@ -62,7 +62,9 @@ async fn resolve_by_id_and_by_tag() {
     .unwrap();
     let bb = fixture::load_busybox(&path).await.unwrap();
     assert_eq!(
-        fixture::resolve_image(&docker, &bb.tag()).await.unwrap(),
+        fixture::resolve_image(&docker, &fixture::fixture_tag(&bb))
+            .await
+            .unwrap(),
         Some(pinned.clone())
     );
     // Same ID under another name is a mismatch, not a match.

@@ -128,7 +128,7 @@ async fn binds_commit_archive_and_sweep() {
     assert_eq!(summary.skipped, vec![Path::new("fifo").to_path_buf()]);
     assert!(matches!(
         checkfu_sandbox_docker::extract_archive(tar_bytes.as_slice(), &restored),
-        Err(daemon::DaemonError::ArchiveRefused { .. })
+        Err(checkfu_sandbox_docker::ArchiveError::Refused { .. })
     ));
     assert!(!restored.exists());
     std::fs::remove_file(outputs.join("escape")).unwrap();

@@ -6,8 +6,9 @@
 //! [`PROVIDERS`].
 //!
 //! Gate: without a Docker daemon the Docker row prints a `SKIP` line,
-//! except under `CI=true`, where it fails. The Docker instance lives in a
-//! scope of its own that is swept and checked empty at the end.
+//! except under `CI=true`, where it fails; so does the Linux row without
+//! root. The Docker and Linux instances live in scopes of their own that
+//! are swept and checked empty at the end.
 
 // A test crate: its items are not a public API.
 #![allow(missing_docs)]
@@ -30,7 +31,11 @@ use sha2::Digest as _;
 type Setup = fn() -> futures::future::BoxFuture<'static, Option<Target>>;
 
 /// Every provider the table runs on; a new provider adds one line.
-const PROVIDERS: &[(&str, Setup)] = &[("memory", memory_target), ("docker", docker_target)];
+const PROVIDERS: &[(&str, Setup)] = &[
+    ("memory", memory_target),
+    ("docker", docker_target),
+    ("linux", linux_target),
+];
 
 struct Target {
     adapter: Adapter,
@@ -110,6 +115,71 @@ fn docker_target() -> futures::future::BoxFuture<'static, Option<Target>> {
             adapter: runtime.adapter("docker").expect("adapter"),
             root_image: ImageReference::parse(&pinned).unwrap(),
             platform: host_platform(),
+            resources: Resources {
+                cpu_millis: Some(1000),
+                memory_bytes: Some(256 << 20),
+                pids: Some(256),
+                disk_bytes: None,
+            },
+            expires_at: Timestamp::now().add_seconds(900),
+            teardown: Some(Box::new(teardown)),
+        })
+    })
+}
+
+fn linux_target() -> futures::future::BoxFuture<'static, Option<Target>> {
+    Box::pin(async {
+        if let Err(why) = checkfu_sandbox_linux::availability() {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("linux: CI=true and the provider is unavailable: {why}");
+            }
+            eprintln!("SKIP linux row: {why} (needs root; set CI=true to make this a failure)");
+            return None;
+        }
+        let busybox = std::env::var("CHECKFU_BUSYBOX")
+            .unwrap_or_else(|_| fixture::DEFAULT_BUSYBOX_PATH.to_string());
+        let path = checkfu_sandbox_docker::locate_busybox(Path::new(&busybox), &mut |line| {
+            eprintln!("fixture: {line}")
+        })
+        .await
+        .expect("busybox (install Debian's busybox-static)");
+        let bb = fixture::load_busybox(&path).await.expect("busybox");
+        let state = tempfile::tempdir().expect("state dir");
+        let scope = format!("t-parity-{}", std::process::id());
+        let provider =
+            checkfu_sandbox_linux::LinuxProvider::new(checkfu_sandbox_linux::LinuxConfig {
+                state_dir: state.path().to_path_buf(),
+                scope: scope.clone(),
+                clock: Arc::new(SystemClock),
+                workload_user: checkfu_sandbox_linux::WorkloadUser::Checkfu,
+            })
+            .expect("linux provider");
+        let pinned = provider.images().write_fixture(&bb).expect("fixture");
+        let mut runtime = SandboxRuntime::new(Arc::new(SystemClock));
+        runtime.register(Arc::new(provider.clone()));
+        let teardown = move || {
+            std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(async move {
+                        let problems = provider.destroy_all().await;
+                        let left = provider.inventory().await.map_err(|e| e.to_string())?;
+                        drop(state);
+                        if !problems.is_empty() || !left.instances.is_empty() {
+                            return Err(format!("scope {scope}: {problems:?} {left:?}"));
+                        }
+                        Ok(())
+                    })
+            })
+            .join()
+            .expect("sweep thread")
+        };
+        Some(Target {
+            adapter: runtime.adapter("linux").expect("adapter"),
+            root_image: ImageReference::parse(&pinned).unwrap(),
+            platform: checkfu_sandbox_linux::host_platform(),
             resources: Resources {
                 cpu_millis: Some(1000),
                 memory_bytes: Some(256 << 20),

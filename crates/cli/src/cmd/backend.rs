@@ -10,6 +10,7 @@ use std::sync::Arc;
 use checkfu_sandbox_conformance::{ConformanceTarget, ProviderCommand};
 use checkfu_sandbox_contract::{Clock, FailureReason, SandboxError, SandboxProvider, SystemClock};
 use checkfu_sandbox_docker::{DockerConfig, DockerProvider};
+use checkfu_sandbox_linux::{LinuxConfig, LinuxProvider, WorkloadUser};
 use checkfu_sandbox_memory::conformance::MemoryTarget;
 use checkfu_sandbox_memory::{Fault, MemoryProvider};
 use checkfu_sandbox_wire::conformance::WireTarget;
@@ -54,6 +55,33 @@ pub fn state_dir() -> PathBuf {
     }
     let home = var("HOME").map(PathBuf::from).unwrap_or_else(|| ".".into());
     home.join(".local/state/checkfu/sandbox")
+}
+
+/// The Linux provider's state directory: `linux/` under [`state_dir`]
+/// (its records are its own; the Docker provider never reads them).
+pub fn linux_state_dir() -> PathBuf {
+    state_dir().join("linux")
+}
+
+/// The Linux provider of `scope` over `state_dir`.
+///
+/// # Errors
+/// A 125 failure naming `connect` and the typed reason the provider is
+/// unavailable (not root, no cgroups, ...).
+pub fn open_linux(scope: &str, state_dir: PathBuf) -> Result<LinuxProvider, Failure> {
+    LinuxProvider::new(LinuxConfig {
+        state_dir,
+        scope: scope.to_owned(),
+        clock: clock(),
+        workload_user: WorkloadUser::Checkfu,
+    })
+    .map_err(|e| {
+        Failure::from(SandboxError::failed(
+            Operation::Connect,
+            FailureReason::ProviderError,
+            format!("linux: {}", chain(&e)),
+        ))
+    })
 }
 
 /// Connects to the Docker daemon as the provider of `scope` (with the CLI's
@@ -140,6 +168,9 @@ pub async fn open(choice: &ProviderChoice) -> Result<Backend, Failure> {
             docker = Some(opened.clone());
             Arc::new(opened)
         }
+        ProviderChoice::Builtin(ProviderArg::Linux) => {
+            Arc::new(open_linux(&scope(), linux_state_dir())?)
+        }
         ProviderChoice::Command { .. }
         | ProviderChoice::Socket(_)
         | ProviderChoice::Image { .. } => {
@@ -196,6 +227,9 @@ pub async fn target(
         ProviderChoice::Builtin(ProviderArg::Docker) => super::docker_target(busybox)
             .await
             .map_err(|m| Failure::checkfu(format!("docker: {m}"))),
+        ProviderChoice::Builtin(ProviderArg::Linux) => super::linux_target(busybox)
+            .await
+            .map_err(|m| Failure::checkfu(format!("linux: {m}"))),
         ProviderChoice::Command { .. }
         | ProviderChoice::Socket(_)
         | ProviderChoice::Image { .. } => {

@@ -17,7 +17,9 @@ or its hard expiry has passed; a snapshot when its retention has passed or it wa
 the cutoff. Only objects of the CLI's scope are considered: for Docker, containers, images and \
 state-directory records labelled checkfu.sandbox.scope=<scope> (`cli`, or $CHECKFU_SCOPE) under \
 the CLI's state directory ($CHECKFU_STATE_DIR, else /var/lib/checkfu/sandbox for root, else \
-$XDG_STATE_HOME/checkfu/sandbox or ~/.local/state/checkfu/sandbox). Nothing else is touched.
+$XDG_STATE_HOME/checkfu/sandbox or ~/.local/state/checkfu/sandbox); for Linux, the records of that \
+scope under its linux/ subdirectory, each instance's processes, mounts and cgroups going with it. \
+Nothing else is touched.
 
 --dry-run lists what would be removed, computed by the runtime with the same rule from the \
 provider's live objects (Docker: its inventory of labels and records), without removing anything. \
@@ -29,6 +31,7 @@ Examples:
   CHECKFU_SCOPE=ci checkfu sandbox cleanup --provider docker --older-than 0s
   checkfu sandbox cleanup --provider docker --scope conf-4242-0   # what a killed `sandbox test` left
   checkfu sandbox cleanup --provider docker --all-scopes --dry-run
+  checkfu sandbox cleanup --provider linux --scope conf-4242-0    # Linux: its temporary state directory too
 
 --scope NAME (repeatable) sweeps those scopes instead of the CLI's; --all-scopes every scope a \
 checkfu.sandbox.scope label names at the daemon. A conformance scope (conf-*) belongs to a \
@@ -49,10 +52,10 @@ pub struct CleanupArgs {
     /// List what would be removed without removing it.
     #[arg(long)]
     pub dry_run: bool,
-    /// Sweep this Docker scope instead of the CLI's (repeatable).
+    /// Sweep this Docker or Linux scope instead of the CLI's (repeatable).
     #[arg(long = "scope", value_name = "NAME", conflicts_with = "all_scopes")]
     pub scopes: Vec<String>,
-    /// Sweep every Docker scope a label names at the daemon.
+    /// Sweep every Docker scope a label names at the daemon (Linux: every scope a conformance target left, and the CLI's).
     #[arg(long)]
     pub all_scopes: bool,
 }
@@ -141,9 +144,13 @@ async fn sweep(
     if args.scopes.is_empty() && !args.all_scopes {
         return sweep_provider(args, provider, enrollment).await;
     }
+    if matches!(choice, ProviderChoice::Builtin(ProviderArg::Linux)) {
+        return sweep_linux_scopes(args).await;
+    }
     if !matches!(choice, ProviderChoice::Builtin(ProviderArg::Docker)) {
         return Err(Failure::usage(
-            "--scope and --all-scopes name Docker scopes: use --provider docker",
+            "--scope and --all-scopes name Docker or Linux scopes: use --provider docker or \
+--provider linux",
         ));
     }
     let scopes: Vec<String> = if args.all_scopes {
@@ -176,6 +183,54 @@ async fn sweep(
             eprintln!(
                 "checkfu: removed conformance scope {scope} (its support objects and network)"
             );
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// `--scope`/`--all-scopes` for the Linux provider: the CLI's state
+/// directory under each scope asked for, and every state directory a
+/// conformance target of such a scope left in the temporary directory
+/// (swept, then removed).
+async fn sweep_linux_scopes(args: &CleanupArgs) -> Result<Result<(), StdoutGone>, Failure> {
+    use checkfu_sandbox_linux::conformance::{conformance_state_dirs, sweep_conformance_scope};
+    let left = conformance_state_dirs();
+    let mut scopes: Vec<String> = if args.all_scopes {
+        let mut all: Vec<String> = left.iter().map(|(s, _)| s.clone()).collect();
+        all.push(super::backend::scope());
+        all
+    } else {
+        args.scopes.clone()
+    };
+    scopes.sort();
+    scopes.dedup();
+    for scope in scopes {
+        let mut dirs = vec![(super::backend::linux_state_dir(), false)];
+        dirs.extend(
+            left.iter()
+                .filter(|(s, _)| *s == scope)
+                .map(|(_, d)| (d.clone(), true)),
+        );
+        for (dir, conformance) in dirs {
+            let provider = super::backend::open_linux(&scope, dir.clone())?;
+            if let Err(gone) =
+                sweep_provider(args, std::sync::Arc::new(provider.clone()), None).await?
+            {
+                return Ok(Err(gone));
+            }
+            if conformance && !args.dry_run {
+                let problems = sweep_conformance_scope(&provider).await;
+                if !problems.is_empty() {
+                    return Err(Failure::checkfu(format!(
+                        "conformance scope {scope}: {}",
+                        problems.join("; ")
+                    )));
+                }
+                eprintln!(
+                    "checkfu: removed conformance scope {scope} (state directory {})",
+                    dir.display()
+                );
+            }
         }
     }
     Ok(Ok(()))

@@ -1,5 +1,6 @@
 //! `checkfu sandbox fixture`: builds the offline Docker fixture image when
-//! it is missing and prints its pinned reference.
+//! it is missing (or, with `--provider linux`, writes it into the Linux
+//! provider's image store) and prints its pinned reference.
 
 use checkfu_sandbox_contract::Operation;
 use std::path::PathBuf;
@@ -19,10 +20,15 @@ layout; no registry is contacted. An image already built from the same busybox i
 progress goes to stderr; the pinned reference `checkfu-fixture@sha256:<image id>` is the last \
 line of stdout.
 
+With `--provider linux` the same root file system is written as an OCI image (one uncompressed \
+layer) into the Linux provider's store; the pinned reference is `checkfu-fixture@sha256:<manifest \
+digest>`, the same for the same busybox.
+
 Examples:
   checkfu sandbox fixture
   IMAGE=$(checkfu sandbox fixture | tail -n1)
   checkfu sandbox run --provider docker --image \"$IMAGE\" -- sh -c 'exit 42'
+  checkfu sandbox fixture --provider linux
 
 Exit status: 0; 125 when the daemon or the build failed; 141 when stdout was closed early."
 )]
@@ -30,6 +36,44 @@ pub struct FixtureArgs {
     /// A statically linked busybox binary.
     #[arg(long, value_name = "PATH", default_value = fixture::DEFAULT_BUSYBOX_PATH)]
     pub busybox: PathBuf,
+    /// Where the fixture goes: the Docker daemon or the Linux provider's image store.
+    #[arg(long, value_name = "docker|linux", default_value = "docker")]
+    pub provider: FixtureProvider,
+}
+
+/// Where `checkfu sandbox fixture` puts the fixture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FixtureProvider {
+    /// An image of the local Docker daemon.
+    Docker,
+    /// The Linux provider's OCI image store.
+    Linux,
+}
+
+/// Writes the fixture into the Linux provider's store; its pinned
+/// reference.
+async fn linux_fixture(busybox: &std::path::Path) -> Result<String, Failure> {
+    let failed = |m: String| {
+        Failure::from(SandboxError::failed(
+            Operation::Fixture,
+            FailureReason::ProviderError,
+            m,
+        ))
+    };
+    let mut progress = |line: &str| eprintln!("checkfu: fixture: {line}");
+    let path = checkfu_sandbox_hostfs::busybox::locate_busybox(busybox, &mut progress)
+        .await
+        .map_err(|e| failed(chain(&e)))?;
+    let bb = checkfu_sandbox_hostfs::rootfs::load_busybox(&path)
+        .await
+        .map_err(|e| failed(chain(&e)))?;
+    let store = checkfu_sandbox_linux::image::ImageStore::new(
+        super::backend::linux_state_dir().join("images"),
+    );
+    tokio::task::spawn_blocking(move || store.write_fixture(&bb))
+        .await
+        .map_err(|e| failed(e.to_string()))?
+        .map_err(|e| failed(chain(&e)))
 }
 
 /// Runs the command.
@@ -39,6 +83,15 @@ pub fn run(args: FixtureArgs) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async move {
+        if args.provider == FixtureProvider::Linux {
+            return match linux_fixture(&args.busybox).await {
+                Ok(pinned) => match super::out::line(&pinned) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(gone) => gone.exit(),
+                },
+                Err(f) => f.report(),
+            };
+        }
         let docker = match daemon::connect().await {
             Ok(d) => d,
             Err(e) => return super::backend::connect_failure(&e).report(),

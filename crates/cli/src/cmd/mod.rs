@@ -17,6 +17,7 @@ pub mod fail;
 pub mod faults;
 pub mod fixture;
 pub mod image;
+pub mod images;
 pub mod init;
 pub mod keygen;
 pub mod out;
@@ -37,13 +38,15 @@ pub enum ProviderArg {
     Memory,
     /// The local Docker daemon.
     Docker,
+    /// Linux namespaces, no daemon (needs root).
+    Linux,
 }
 
 /// What `--provider` names: a built-in provider or an enrolled id
 /// (`checkfu sandbox add`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderName {
-    /// `memory` or `docker`.
+    /// `memory`, `docker` or `linux`.
     Builtin(ProviderArg),
     /// An id enrolled in the providers registry.
     Enrolled(String),
@@ -55,6 +58,7 @@ impl std::str::FromStr for ProviderName {
         match s {
             "memory" => Ok(ProviderName::Builtin(ProviderArg::Memory)),
             "docker" => Ok(ProviderName::Builtin(ProviderArg::Docker)),
+            "linux" => Ok(ProviderName::Builtin(ProviderArg::Linux)),
             id => checkfu_sandbox_enroll::registry::check_id(id)
                 .map(|()| ProviderName::Enrolled(id.to_owned())),
         }
@@ -67,8 +71,8 @@ impl std::str::FromStr for ProviderName {
 /// memory oracle.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ProviderFlags {
-    /// `memory`, `docker`, or an id enrolled with `checkfu sandbox add` [default: memory].
-    #[arg(long, value_name = "memory|docker|ID")]
+    /// `memory`, `docker`, `linux`, or an id enrolled with `checkfu sandbox add` [default: memory].
+    #[arg(long, value_name = "memory|docker|linux|ID")]
     pub provider: Option<ProviderName>,
     /// The providers registry `--provider ID` is looked up in [default: $CHECKFU_PROVIDERS, else $XDG_CONFIG_HOME/checkfu/providers.toml or ~/.config/checkfu/providers.toml].
     #[arg(long, value_name = "FILE")]
@@ -217,6 +221,20 @@ pub fn tokio_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 pub async fn docker_target(busybox: &Path) -> Result<Arc<dyn ConformanceTarget>, String> {
     let mut progress = |line: &str| eprintln!("checkfu: fixture: {line}");
     let target = DockerTarget::new(busybox, &mut progress)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(target))
+}
+
+/// The Linux conformance target: the fixture written from `busybox` into
+/// a fresh image store, a fresh scope and state directory.
+///
+/// # Errors
+/// A message when the host cannot run the provider or the fixture cannot
+/// be written.
+pub async fn linux_target(busybox: &Path) -> Result<Arc<dyn ConformanceTarget>, String> {
+    let mut progress = |line: &str| eprintln!("checkfu: fixture: {line}");
+    let target = checkfu_sandbox_linux::conformance::LinuxTarget::new(busybox, &mut progress)
         .await
         .map_err(|e| e.to_string())?;
     Ok(Arc::new(target))

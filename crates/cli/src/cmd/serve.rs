@@ -76,6 +76,13 @@ pub fn run(args: ServeArgs) -> ExitCode {
                     return ExitCode::from(125);
                 }
             },
+            ProviderArg::Linux => match super::linux_target(&args.busybox).await {
+                Ok(t) => (t, false),
+                Err(message) => {
+                    eprintln!("checkfu: linux: {message}");
+                    return ExitCode::from(125);
+                }
+            },
         };
         let served = Served::new(target.provider())
             .with_hooks(Arc::new(TargetHooks::new(target.clone(), manual_clock)));

@@ -7,7 +7,6 @@
 //!
 
 use std::io;
-use std::path::PathBuf;
 
 use bollard::Docker;
 use checkfu_sandbox_contained::ContainedError;
@@ -54,14 +53,6 @@ pub enum DaemonError {
     /// A contained host-directory operation failed.
     #[error(transparent)]
     Contained(#[from] ContainedError),
-    /// An archive entry was refused during extraction.
-    #[error("archive entry {path:?} refused: {reason}")]
-    ArchiveRefused {
-        /// Entry path as stored.
-        path: PathBuf,
-        /// Which rule it broke.
-        reason: String,
-    },
     /// A local i/o operation failed.
     #[error("i/o failure: {context}")]
     Io {
@@ -71,21 +62,6 @@ pub enum DaemonError {
         #[source]
         source: io::Error,
     },
-}
-
-pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
-    let context = context.into();
-    move |source| DaemonError::Io { context, source }
-}
-
-pub(crate) fn errno_err(
-    context: impl Into<String>,
-) -> impl FnOnce(rustix::io::Errno) -> DaemonError {
-    let context = context.into();
-    move |e| DaemonError::Io {
-        context,
-        source: io::Error::from(e),
-    }
 }
 
 /// Whether a bollard error is the daemon's 404.

@@ -13,8 +13,8 @@ use super::{
     errors::{blocking, contained_error},
     inner::{DockerProvider, Inner},
 };
-use crate::leaves::{self, LeafKind};
 use crate::store::{self, InstanceRecord};
+use checkfu_sandbox_hostfs::leaves::{self, LeafKind};
 
 /// How often a listing is walked again when the tree changed under it.
 pub(super) const LISTING_ATTEMPTS: u32 = 3;

@@ -12,10 +12,10 @@ use super::{
     instances::owner_of,
     labels::{instance_tag, snapshot_tag, INSTANCE_REPOSITORY, LABEL_SCOPE, SNAPSHOT_REPOSITORY},
 };
-use crate::archive;
 use crate::daemon;
 use crate::fixture::CHECKFU_UID;
 use crate::store::{self, ArchivedMount, Home, InstanceRecord, SnapshotRecord, RECORD_REVISION};
+use checkfu_sandbox_hostfs::archive;
 
 /// Most entries an archive of one host directory may hold.
 pub(super) const ARCHIVE_MAX_ENTRIES: usize = 1_000_000;

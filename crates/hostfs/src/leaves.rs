@@ -65,7 +65,7 @@ pub struct Leaf {
 /// # Errors
 ///
 /// As [`contained::walk`].
-pub(crate) fn walk_leaves(
+pub fn walk_leaves(
     root: BorrowedFd<'_>,
     max_entries: usize,
     hash_limit: Option<u64>,

@@ -9,7 +9,43 @@ use std::path::{Component, Path, PathBuf};
 use checkfu_sandbox_contained::{self as contained, ContainedError, WalkEntry};
 use rustix::fs::{Mode, OFlags};
 
-use crate::daemon::{errno_err, io_err, DaemonError};
+/// Failure to write or extract a snapshot archive.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// A contained host-directory operation failed.
+    #[error(transparent)]
+    Contained(#[from] ContainedError),
+    /// An archive entry was refused during extraction.
+    #[error("archive entry {path:?} refused: {reason}")]
+    Refused {
+        /// Entry path as stored.
+        path: PathBuf,
+        /// Which rule it broke.
+        reason: String,
+    },
+    /// A local i/o operation failed.
+    #[error("i/o failure: {context}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// Underlying failure.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> ArchiveError {
+    let context = context.into();
+    move |source| ArchiveError::Io { context, source }
+}
+
+fn errno_err(context: impl Into<String>) -> impl FnOnce(rustix::io::Errno) -> ArchiveError {
+    let context = context.into();
+    move |e| ArchiveError::Io {
+        context,
+        source: io::Error::from(e),
+    }
+}
 
 /// What [`archive_dir`] wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,14 +64,14 @@ pub struct ArchiveSummary {
 ///
 /// # Errors
 ///
-/// [`DaemonError::Contained`] from the walk (including more than
+/// [`ArchiveError::Contained`] from the walk (including more than
 /// `max_entries` entries, or a file that changed size while archived),
-/// [`DaemonError::Io`] for write failures.
+/// [`ArchiveError::Io`] for write failures.
 pub fn archive_dir<W: Write>(
     root: &Path,
     max_entries: usize,
     out: W,
-) -> Result<(W, ArchiveSummary), DaemonError> {
+) -> Result<(W, ArchiveSummary), ArchiveError> {
     let root_fd = contained::open_root(root)?;
     let mut builder = tar::Builder::new(out);
     builder.mode(tar::HeaderMode::Deterministic);
@@ -101,7 +137,7 @@ pub fn archive_dir<W: Write>(
         }
     });
     if let Some(e) = write_err {
-        return Err(DaemonError::Io {
+        return Err(ArchiveError::Io {
             context: "writing archive".into(),
             source: e,
         });
@@ -181,8 +217,8 @@ fn link_stays_inside(depth: usize, target: &Path) -> bool {
 ///
 /// # Errors
 ///
-/// [`DaemonError::ArchiveRefused`] for a refused entry, `Io` otherwise.
-pub fn extract_archive<R: Read>(archive: R, dest: &Path) -> Result<ExtractSummary, DaemonError> {
+/// [`ArchiveError::Refused`] for a refused entry, `Io` otherwise.
+pub fn extract_archive<R: Read>(archive: R, dest: &Path) -> Result<ExtractSummary, ArchiveError> {
     extract_with(archive, dest, false)
 }
 
@@ -202,7 +238,7 @@ pub fn extract_archive<R: Read>(archive: R, dest: &Path) -> Result<ExtractSummar
 pub fn extract_archive_keeping_links<R: Read>(
     archive: R,
     dest: &Path,
-) -> Result<ExtractSummary, DaemonError> {
+) -> Result<ExtractSummary, ArchiveError> {
     extract_with(archive, dest, true)
 }
 
@@ -210,7 +246,7 @@ fn extract_with<R: Read>(
     archive: R,
     dest: &Path,
     keep_escaping_links: bool,
-) -> Result<ExtractSummary, DaemonError> {
+) -> Result<ExtractSummary, ArchiveError> {
     std::fs::create_dir(dest).map_err(io_err(format!("creating {}", dest.display())))?;
     let res = extract_into(archive, dest, keep_escaping_links);
     if res.is_err() {
@@ -223,7 +259,7 @@ fn extract_into<R: Read>(
     archive: R,
     dest: &Path,
     keep_escaping_links: bool,
-) -> Result<ExtractSummary, DaemonError> {
+) -> Result<ExtractSummary, ArchiveError> {
     let dest_fd = contained::open_root(dest)?;
     let mut summary = ExtractSummary::default();
     let mut links: Vec<PathBuf> = Vec::new();
@@ -234,7 +270,7 @@ fn extract_into<R: Read>(
             .path()
             .map_err(io_err("reading entry path"))?
             .into_owned();
-        let refuse = |reason: &str| DaemonError::ArchiveRefused {
+        let refuse = |reason: &str| ArchiveError::Refused {
             path: raw_path.clone(),
             reason: reason.to_string(),
         };
@@ -324,7 +360,7 @@ fn extract_into<R: Read>(
         match contained::resolve_beneath(dest_fd.as_fd(), &link) {
             Ok(_) | Err(ContainedError::NotFound { .. }) => {}
             Err(e) => {
-                return Err(DaemonError::ArchiveRefused {
+                return Err(ArchiveError::Refused {
                     path: link,
                     reason: format!("symlink resolves outside the root: {e}"),
                 })
@@ -397,7 +433,7 @@ mod tests {
         assert_eq!(summary.entries, 7);
         // The archive has the absolute link; extraction refuses it.
         let err = extract_archive(bytes.as_slice(), &base.join("dst1")).unwrap_err();
-        assert!(matches!(err, DaemonError::ArchiveRefused { .. }), "{err}");
+        assert!(matches!(err, ArchiveError::Refused { .. }), "{err}");
         assert!(!base.join("dst1").exists());
         std::fs::remove_file(src.join("abs-link")).unwrap();
         let (bytes, _) = archive_dir(&src, 1000, Vec::new()).unwrap();
@@ -446,7 +482,7 @@ mod tests {
         ]);
         let err =
             extract_archive_keeping_links(through.as_slice(), &base.join("dst2")).unwrap_err();
-        assert!(matches!(err, DaemonError::ArchiveRefused { .. }), "{err}");
+        assert!(matches!(err, ArchiveError::Refused { .. }), "{err}");
         assert!(!outside.join("evil").exists());
         std::fs::remove_dir_all(&base).unwrap();
     }
@@ -497,7 +533,7 @@ mod tests {
             let dst = base.join(name);
             let res = extract_archive(bytes.as_slice(), &dst);
             assert!(
-                matches!(res, Err(DaemonError::ArchiveRefused { .. })),
+                matches!(res, Err(ArchiveError::Refused { .. })),
                 "{name}: {res:?}"
             );
             assert!(!dst.exists(), "{name}: partial tree left");

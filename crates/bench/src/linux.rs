@@ -1,0 +1,313 @@
+//! Figure 9: the daemonless Linux provider (`linux`) through the runtime,
+//! against `docker run --rm`, `unshare`, `docker exec` and the Docker
+//! provider, all measured in the same run on the same busybox fixture.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use checkfu_sandbox_contract::*;
+use checkfu_sandbox_linux::{LinuxConfig, LinuxProvider, WorkloadUser};
+use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
+
+use super::{docker_bench, docker_cli, f, fail, request, stat, time, true_cmd, Row};
+
+/// A row name of figure 11.
+pub(crate) const LINUX_COLD: &str =
+    "11 linux cold start: provision+activate+execute(`true`)+release";
+/// A row name of figure 11.
+pub(crate) const LINUX_COLD_SAME: &str = "11 linux cold start (same)";
+/// A row name of figure 11.
+pub(crate) const LINUX_READY: &str = "11 linux ready-to-execute (provision+activate)";
+/// A row name of figure 11.
+pub(crate) const LINUX_WARM: &str = "11 linux warm execute `true`";
+/// A row name of figure 11.
+pub(crate) const LINUX_SIXTEEN: &str =
+    "11 linux 16 concurrent lifecycles (wall time; ratio ≤ 0.20 is ≥ 5× throughput)";
+/// A row name of figure 11.
+pub(crate) const LINUX_DURABLE: &str =
+    "11 linux durable round trip (release with snapshot, resume, read one file)";
+
+/// Every row name figure 11 produces, in table order.
+pub(crate) const ROWS: [&str; 6] = [
+    LINUX_COLD,
+    LINUX_COLD_SAME,
+    LINUX_READY,
+    LINUX_WARM,
+    LINUX_SIXTEEN,
+    LINUX_DURABLE,
+];
+
+struct LinuxBench {
+    adapter: Adapter,
+    image: ImageReference,
+    clock: Arc<dyn Clock>,
+    _state: tempfile::TempDir,
+}
+
+async fn linux_bench() -> Result<LinuxBench, String> {
+    let state = tempfile::tempdir().map_err(fail("state dir"))?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let provider = LinuxProvider::new(LinuxConfig {
+        state_dir: state.path().to_path_buf(),
+        scope: format!("bench-{}", std::process::id()),
+        clock: clock.clone(),
+        workload_user: WorkloadUser::Checkfu,
+    })
+    .map_err(fail("linux provider"))?;
+    let path = checkfu_sandbox_hostfs::busybox::locate_busybox(
+        std::path::Path::new(checkfu_sandbox_hostfs::rootfs::DEFAULT_BUSYBOX_PATH),
+        &mut |line: &str| eprintln!("fixture: {line}"),
+    )
+    .await
+    .map_err(fail("busybox"))?;
+    let busybox = checkfu_sandbox_hostfs::rootfs::load_busybox(&path)
+        .await
+        .map_err(fail("busybox"))?;
+    let pinned = provider
+        .images()
+        .write_fixture(&busybox)
+        .map_err(fail("fixture"))?;
+    let image = ImageReference::parse(&pinned).map_err(fail("fixture reference"))?;
+    let mut rt = SandboxRuntime::new(clock.clone());
+    rt.register(Arc::new(provider.clone()));
+    let adapter = rt.adapter("linux").map_err(f)?;
+    Ok(LinuxBench {
+        adapter,
+        image,
+        clock,
+        _state: state,
+    })
+}
+
+impl LinuxBench {
+    fn request(
+        &self,
+        retention: RetentionMode,
+        mounts: Vec<SandboxMount>,
+    ) -> SandboxProvisionRequest {
+        request(
+            &self.adapter,
+            &self.image,
+            retention,
+            mounts,
+            3600,
+            self.clock.as_ref(),
+        )
+    }
+
+    /// provision + activate + execute `true` + release (ZDR).
+    async fn lifecycle(&self) -> Result<(), String> {
+        let i = self
+            .adapter
+            .provision(self.request(RetentionMode::EphemeralZdr, vec![]))
+            .await
+            .map_err(f)?;
+        self.adapter.activate(&i.instance_id).await.map_err(f)?;
+        self.adapter
+            .execute(&i.instance_id, true_cmd())
+            .await
+            .map_err(f)?;
+        self.adapter
+            .release(&i.instance_id, None)
+            .await
+            .map_err(f)?;
+        Ok(())
+    }
+}
+
+/// A durable round trip through `adapter`: provision, activate, write a
+/// file in the output tree, release with a snapshot, resume, read the
+/// file back, destroy both.
+async fn round_trip(
+    adapter: &Adapter,
+    make: &(dyn Fn() -> SandboxProvisionRequest + Sync),
+    clock: &dyn Clock,
+) -> Result<(), String> {
+    let i = adapter.provision(make()).await.map_err(f)?;
+    adapter.activate(&i.instance_id).await.map_err(f)?;
+    adapter
+        .write_file(
+            &i.instance_id,
+            "/mnt/session/outputs/state",
+            b"state".to_vec(),
+        )
+        .await
+        .map_err(f)?;
+    let disposition = adapter
+        .release(&i.instance_id, Some(clock.now().add_seconds(3600)))
+        .await
+        .map_err(f)?;
+    let ReleaseDisposition::Released { snapshot: snap } = disposition else {
+        return Err("a durable release settled no snapshot".to_string());
+    };
+    let j = adapter.resume(make(), snap.clone()).await.map_err(f)?;
+    let got = adapter
+        .read_file(&j.instance_id, "/mnt/session/outputs/state", 1024)
+        .await
+        .map_err(f)?;
+    adapter.destroy(&j.instance_id).await.map_err(f)?;
+    adapter
+        .destroy_snapshot(&snap.snapshot_id)
+        .await
+        .map_err(f)?;
+    if got == b"state" {
+        Ok(())
+    } else {
+        Err("state lost".to_string())
+    }
+}
+
+async fn sixteen<F, Fut>(mut one: F) -> Result<(), String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
+{
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        set.spawn(one());
+    }
+    while let Some(r) = set.join_next().await {
+        r.map_err(fail("join"))??;
+    }
+    Ok(())
+}
+
+/// Figure 9 (see the module documentation). Needs root and a Docker
+/// daemon.
+pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), String> {
+    let reps = |full: usize| if quick { (full / 4).max(3) } else { full };
+    let l = Arc::new(linux_bench().await?);
+    let d = docker_bench("linux-baseline", 0).await?;
+    let image_id = format!("sha256:{}", d.image.digest().hex());
+
+    eprintln!("figure 11: linux cold start");
+    let ours = time(reps(40), || l.lifecycle()).await?;
+    let docker = time(reps(12), || async {
+        docker_cli(&["run", "--rm", "--network", "none", &image_id, "true"]).await
+    })
+    .await?;
+    let unshare = time(reps(40), || async {
+        let out = tokio::process::Command::new("unshare")
+            .args(["--fork", "--pid", "--mount", "--net", "true"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(fail("unshare"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("unshare: {}", out.status))
+        }
+    })
+    .await?;
+    rows.push(Row {
+        figure: LINUX_COLD.into(),
+        ours,
+        baseline: Some(("`docker run --rm <fixture> true`".into(), docker)),
+    });
+    rows.push(Row {
+        figure: LINUX_COLD_SAME.into(),
+        ours,
+        baseline: Some(("`unshare --fork --pid --mount --net true`".into(), unshare)),
+    });
+
+    eprintln!("figure 11: linux ready-to-execute");
+    let mut ready = Vec::new();
+    for _ in 0..reps(40) {
+        let start = Instant::now();
+        let i = l
+            .adapter
+            .provision(l.request(RetentionMode::EphemeralZdr, vec![]))
+            .await
+            .map_err(f)?;
+        l.adapter.activate(&i.instance_id).await.map_err(f)?;
+        ready.push(start.elapsed());
+        l.adapter.release(&i.instance_id, None).await.map_err(f)?;
+    }
+    rows.push(Row {
+        figure: LINUX_READY.into(),
+        ours: stat(ready),
+        baseline: None,
+    });
+
+    eprintln!("figure 11: linux warm execute");
+    let i = l
+        .adapter
+        .provision(l.request(RetentionMode::EphemeralZdr, vec![]))
+        .await
+        .map_err(f)?;
+    l.adapter.activate(&i.instance_id).await.map_err(f)?;
+    let id = i.instance_id.clone();
+    let ours = time(reps(80), || async {
+        l.adapter.execute(&id, true_cmd()).await.map_err(f)
+    })
+    .await?;
+    l.adapter.release(&id, None).await.map_err(f)?;
+    let container = String::from_utf8_lossy(
+        &docker_cli(&["run", "-d", "--network", "none", &image_id, "sleep", "3600"]).await?,
+    )
+    .trim()
+    .to_owned();
+    let base = time(reps(40), || async {
+        docker_cli(&["exec", &container, "true"]).await
+    })
+    .await;
+    docker_cli(&["rm", "-f", &container]).await?;
+    rows.push(Row {
+        figure: LINUX_WARM.into(),
+        ours,
+        baseline: Some(("`docker exec <container> true`".into(), base?)),
+    });
+
+    eprintln!("figure 11: linux 16 concurrent lifecycles");
+    let ours = time(reps(4), || {
+        let l = l.clone();
+        sixteen(move || {
+            let l = l.clone();
+            async move { l.lifecycle().await }
+        })
+    })
+    .await?;
+    let base = time(reps(4), || {
+        let id = image_id.clone();
+        sixteen(move || {
+            let id = id.clone();
+            async move {
+                docker_cli(&["run", "--rm", "--network", "none", &id, "true"])
+                    .await
+                    .map(drop)
+            }
+        })
+    })
+    .await?;
+    rows.push(Row {
+        figure: LINUX_SIXTEEN.into(),
+        ours,
+        baseline: Some(("16 concurrent `docker run --rm`".into(), base)),
+    });
+
+    eprintln!("figure 11: linux durable round trip");
+    let mounts = vec![SandboxMount {
+        path: "/work".into(),
+        access: MountAccess::ReadWrite,
+    }];
+    let make_l = || l.request(RetentionMode::Durable, mounts.clone());
+    let ours = time(reps(10), || {
+        round_trip(&l.adapter, &make_l, l.clock.as_ref())
+    })
+    .await?;
+    let make_d = || d.request(RetentionMode::Durable, mounts.clone(), 3600);
+    let base = time(reps(6), || {
+        round_trip(&d.adapter, &make_d, d.clock.as_ref())
+    })
+    .await?;
+    rows.push(Row {
+        figure: LINUX_DURABLE.into(),
+        ours,
+        baseline: Some(("the Docker provider's round trip".into(), base)),
+    });
+    d.sweep().await?;
+    let cutoff = l.clock.now().add_seconds(10 * 365 * 86400);
+    l.adapter.cleanup(cutoff, cutoff, vec![]).await.map_err(f)?;
+    Ok(())
+}

@@ -1,0 +1,280 @@
+//! `checkfu` with `--provider linux`: the suite passes eight cases with
+//! allowlist-egress a recorded skip; a run in a fixture written into the
+//! provider's store; `image import` of an OCI layout; and `sandbox
+//! cleanup --scope` after `sandbox test` was SIGKILLed mid-run leaves no
+//! instance, process, cgroup or state directory of the scope.
+//!
+//! Gate: without root (the provider is unavailable) each test prints a
+//! `SKIP` line and returns, except under `CI=true`, where it fails.
+
+// Host checks by path: /proc, cgroups and the temporary directory.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn linux_or_skip(name: &str) -> bool {
+    let root = rustix::process::geteuid().is_root();
+    let cgroups = Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+        || Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists();
+    if root && cgroups {
+        return true;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{name}: CI=true but the linux provider cannot run here (root {root}, cgroups {cgroups})");
+    }
+    println!("SKIP {name}: the linux provider needs root and cgroups (set CI=true to make this a failure)");
+    false
+}
+
+/// A `checkfu` with a state directory and scope of its own.
+fn env(
+    name: &str,
+) -> (
+    tempfile::TempDir,
+    String,
+    impl Fn() -> std::process::Command,
+) {
+    let state = tempfile::tempdir().expect("state dir");
+    let scope = format!("t-{name}-{}", std::process::id()).replace('_', "-");
+    let dir = state.path().to_path_buf();
+    let s = scope.clone();
+    let make = move || {
+        let mut c = checkfu();
+        c.env("CHECKFU_STATE_DIR", &dir).env("CHECKFU_SCOPE", &s);
+        c
+    };
+    (state, scope, make)
+}
+
+/// Cgroup directories of `scope` still present.
+fn scope_cgroups(scope: &str) -> Vec<PathBuf> {
+    ["", "memory", "pids", "cpu"]
+        .iter()
+        .map(|h| {
+            Path::new("/sys/fs/cgroup")
+                .join(h)
+                .join("checkfu-linux")
+                .join(scope)
+        })
+        .filter(|p| p.exists())
+        .collect()
+}
+
+/// Live processes in a cgroup of `scope` (each instance's init and
+/// commands are, from before they run anything of the workload).
+fn processes_in_scope(scope: &str) -> Vec<String> {
+    let needle = format!("/checkfu-linux/{scope}/");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let zombie = stat[stat.rfind(')')? + 2..].starts_with('Z');
+            let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+            (!zombie && cgroups.contains(&needle)).then(|| format!("{pid}"))
+        })
+        .collect()
+}
+
+/// The scope of a conformance state directory `checkfu-linux-<scope>-<suffix>`.
+fn scope_of(dir: &Path) -> String {
+    let name = dir.file_name().unwrap().to_str().unwrap();
+    name.strip_prefix("checkfu-linux-")
+        .and_then(|r| r.rsplit_once('-'))
+        .map(|(s, _)| s.to_owned())
+        .unwrap()
+}
+
+#[test]
+fn the_suite_passes_eight_and_records_the_allowlist_skip() {
+    if !linux_or_skip("linux_suite") {
+        return;
+    }
+    let (_state, _scope, checkfu) = env("linux_suite");
+    let o = output(checkfu().args(["sandbox", "test", "--provider", "linux"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("8 passed, 0 failed, 1 skipped"),
+        "{}",
+        describe(&o)
+    );
+    assert!(out.contains("allowlist-egress"), "{}", describe(&o));
+}
+
+#[test]
+fn a_run_in_the_fixture_written_into_the_store_exits_with_its_status() {
+    if !linux_or_skip("linux_run") {
+        return;
+    }
+    let (state, scope, checkfu) = env("linux_run");
+    let o = output(checkfu().args(["sandbox", "fixture", "--provider", "linux"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let image = stdout(&o).lines().last().unwrap().to_owned();
+    assert!(image.starts_with("checkfu-fixture@sha256:"), "{image}");
+    let o = output(checkfu().args([
+        "sandbox",
+        "run",
+        "--provider",
+        "linux",
+        "--image",
+        &image,
+        "--",
+        "sh",
+        "-c",
+        "echo hi from $(hostname); exit 42",
+    ]));
+    assert_eq!(code(&o), 42, "{}", describe(&o));
+    assert!(stdout(&o).contains("hi from checkfu"), "{}", describe(&o));
+    let o = output(checkfu().args([
+        "sandbox",
+        "cleanup",
+        "--provider",
+        "linux",
+        "--older-than",
+        "0s",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(scope_cgroups(&scope), Vec::<PathBuf>::new());
+    assert_eq!(processes_in_scope(&scope), Vec::<String>::new());
+    drop(state);
+}
+
+#[test]
+fn an_oci_layout_imports_and_runs() {
+    if !linux_or_skip("linux_import") {
+        return;
+    }
+    let (_state, _scope, checkfu) = env("linux_import");
+    // An OCI layout made by writing the fixture into a store of its own.
+    let layout = tempfile::tempdir().unwrap();
+    let o = output(checkfu().env("CHECKFU_STATE_DIR", layout.path()).args([
+        "sandbox",
+        "fixture",
+        "--provider",
+        "linux",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let pinned = stdout(&o).lines().last().unwrap().to_owned();
+    let source = layout.path().join("linux").join("images");
+    let o = output(checkfu().args(["sandbox", "image", "import"]).arg(&source));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(stdout(&o).trim(), pinned, "{}", describe(&o));
+    let o = output(checkfu().args([
+        "sandbox",
+        "run",
+        "--provider",
+        "linux",
+        "--image",
+        &pinned,
+        "--",
+        "true",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    // Nothing importable: a typed failure naming the path.
+    let empty = tempfile::tempdir().unwrap();
+    let o = output(
+        checkfu()
+            .args(["sandbox", "image", "import"])
+            .arg(empty.path()),
+    );
+    assert_eq!(code(&o), 125, "{}", describe(&o));
+    assert!(stderr(&o).contains("no image found"), "{}", describe(&o));
+}
+
+#[test]
+fn cleanup_sweeps_what_a_sigkilled_conformance_run_left() {
+    if !linux_or_skip("linux_cleanup_conf") {
+        return;
+    }
+    let (_state, _scope, checkfu) = env("linux_cleanup_conf");
+    let mut child = checkfu()
+        .args(["sandbox", "test", "--provider", "linux"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("checkfu spawns");
+    let prefix = format!("checkfu-linux-conf-{}-", child.id());
+    let state_dir = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(Result::ok)
+            .find(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(&prefix))
+            })
+            .map(|e| e.path())
+    };
+    // Wait until an instance of the run is active (its init has a pid).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let dir = loop {
+        if let Some(dir) = state_dir() {
+            if !processes_in_scope(&scope_of(&dir)).is_empty() {
+                break dir;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no instance of {prefix}* started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let scope = scope_of(&dir);
+    // The killed run left its instance running.
+    assert!(!processes_in_scope(&scope).is_empty());
+    assert!(!scope_cgroups(&scope).is_empty());
+    let o = output(checkfu().args([
+        "sandbox",
+        "cleanup",
+        "--provider",
+        "linux",
+        "--scope",
+        &scope,
+        "--older-than",
+        "0s",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(
+        stderr(&o).contains(&format!("removed conformance scope {scope}")),
+        "{}",
+        describe(&o)
+    );
+    assert!(!dir.exists(), "state directory {} left", dir.display());
+    assert_eq!(processes_in_scope(&scope), Vec::<String>::new());
+    assert_eq!(scope_cgroups(&scope), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn the_envelope_backs_six_tokens_and_names_the_missing_one() {
+    if !linux_or_skip("linux_capabilities") {
+        return;
+    }
+    let (_state, _scope, checkfu) = env("linux_capabilities");
+    let o = output(checkfu().args(["sandbox", "capabilities", "--provider", "linux", "--json"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(doc["provider"], "linux", "{doc}");
+    let unbacked: Vec<&str> = doc["tokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .filter(|t| t["backed"] == false)
+        .filter_map(|t| t["token"].as_str())
+        .collect();
+    assert_eq!(unbacked, vec!["network-allowlist"], "{doc}");
+    let o = output(checkfu().args(["sandbox", "capabilities", "--provider", "linux"]));
+    assert!(
+        stdout(&o).contains("network-allowlist  not backed: needs"),
+        "{}",
+        describe(&o)
+    );
+}

@@ -1,0 +1,305 @@
+//! The fixture's root file system: the checked busybox binary and the
+//! deterministic `rootfs.tar` every provider's fixture image is made of.
+//!
+//! # Layout of the root file system
+//!
+//! | path | owner | mode |
+//! |---|---|---|
+//! | `/bin/busybox`, `/bin/<applet>` (symlinks), `/usr/bin/env` | 0:0 | 0755 |
+//! | `/tmp` | 0:0 | 1777 |
+//! | `/workspace`, `/home/checkfu`, `/mnt/session/outputs` | 1000:1000 | 0755 |
+//! | `/workspace/.checkfu` (provider control root) | 0:0 | 0755 |
+//! | `/root` | 0:0 | 0700 |
+//! | `/proc`, `/dev`, `/sys`, `/etc`, `/mnt`, `/mnt/session`, `/usr`, `/usr/bin` | 0:0 | 0755 |
+//! | `/etc/passwd`, `/etc/group` | 0:0 | 0644 |
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// Uid and gid of the unprivileged `checkfu` user in the fixture.
+pub const CHECKFU_UID: u32 = 1000;
+
+/// Where Debian's `busybox-static` installs its binary.
+pub const DEFAULT_BUSYBOX_PATH: &str = "/bin/busybox";
+
+/// The fixture's `PATH` (also the image configuration's `Env`).
+pub const FIXTURE_PATH_ENV: &str = "PATH=/usr/local/bin:/usr/bin:/bin";
+
+/// Failure to read the busybox binary or to build the root file system.
+#[derive(Debug, thiserror::Error)]
+pub enum RootfsError {
+    /// The busybox binary could not be read or listed.
+    #[error("cannot use busybox at {path:?}: {reason}")]
+    Busybox {
+        /// Path given.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The binary is not a statically linked ELF executable.
+    #[error("busybox at {path:?} is not a static ELF executable: {reason}")]
+    NotStaticElf {
+        /// Path given.
+        path: PathBuf,
+        /// Which check failed.
+        reason: String,
+    },
+    /// Building the tar archive failed.
+    #[error("cannot build the root file system archive")]
+    Archive(#[source] io::Error),
+}
+
+/// The busybox binary, checked and hashed.
+#[derive(Debug, Clone)]
+pub struct Busybox {
+    /// Path it was read from.
+    pub path: PathBuf,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Lowercase hex SHA-256 of `bytes`.
+    pub sha256_hex: String,
+    /// Applet names, from `busybox --list` (excluding `busybox`).
+    pub applets: Vec<String>,
+}
+
+/// Checks that `bytes` is a 64-bit little-endian ELF executable without a
+/// program interpreter (`PT_INTERP`), i.e. one that runs in an empty
+/// (`FROM scratch`) root. Static-PIE binaries pass; anything needing
+/// `ld.so` fails.
+///
+/// # Errors
+///
+/// A human-readable reason naming the failed check.
+pub fn check_static_elf(bytes: &[u8]) -> Result<(), String> {
+    const PT_INTERP: u32 = 3;
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
+        return Err("no ELF magic".into());
+    }
+    if bytes[4] != 2 || bytes[5] != 1 {
+        return Err("not a 64-bit little-endian ELF".into());
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]);
+    let e_type = u16_at(0x10);
+    if e_type != 2 && e_type != 3 {
+        return Err(format!("ELF type {e_type} is not an executable"));
+    }
+    let mut off = [0u8; 8];
+    off.copy_from_slice(&bytes[0x20..0x28]);
+    let phoff = usize::try_from(u64::from_le_bytes(off)).map_err(|_| "bad e_phoff")?;
+    let phentsize = usize::from(u16_at(0x36));
+    let phnum = usize::from(u16_at(0x38));
+    if phnum == 0 || phentsize < 4 {
+        return Err("no program headers".into());
+    }
+    for i in 0..phnum {
+        let start = phentsize
+            .checked_mul(i)
+            .and_then(|x| x.checked_add(phoff))
+            .ok_or("program header offset overflows")?;
+        let end = start.checked_add(4).ok_or("program header overflows")?;
+        let Some(p) = bytes.get(start..end) else {
+            return Err("program headers run past the file".into());
+        };
+        if u32::from_le_bytes([p[0], p[1], p[2], p[3]]) == PT_INTERP {
+            return Err("has a PT_INTERP program header (dynamically linked)".into());
+        }
+    }
+    Ok(())
+}
+
+fn applet_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name != "busybox"
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.[".contains(&b))
+}
+
+/// Reads, checks and hashes the busybox binary at `path`, and lists its
+/// applets by running `<path> --list` on the host (the daemon is local, so
+/// the host can run what the image will run).
+///
+/// # Errors
+///
+/// [`RootfsError::Busybox`] when unreadable or listing fails,
+/// [`RootfsError::NotStaticElf`] when it needs a dynamic loader.
+// The busybox binary is the operator's host file, not a sandbox tree.
+#[allow(clippy::disallowed_methods)]
+pub async fn load_busybox(path: &Path) -> Result<Busybox, RootfsError> {
+    let err = |reason: String| RootfsError::Busybox {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    check_static_elf(&bytes).map_err(|reason| RootfsError::NotStaticElf {
+        path: path.to_path_buf(),
+        reason,
+    })?;
+    let out = tokio::process::Command::new(path)
+        .arg("--list")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|e| err(format!("cannot run --list: {e}")))?;
+    if !out.status.success() {
+        return Err(err(format!("--list exited with {}", out.status)));
+    }
+    let listing = String::from_utf8(out.stdout).map_err(|_| err("--list is not UTF-8".into()))?;
+    let mut applets: Vec<String> = listing
+        .lines()
+        .map(str::trim)
+        .filter(|n| applet_name_ok(n))
+        .map(String::from)
+        .collect();
+    applets.sort();
+    applets.dedup();
+    if !applets.iter().any(|a| a == "sh") {
+        return Err(err("has no sh applet".into()));
+    }
+    let sha256_hex = hex(&Sha256::digest(&bytes));
+    Ok(Busybox {
+        path: path.to_path_buf(),
+        bytes,
+        sha256_hex,
+        applets,
+    })
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn header(kind: tar::EntryType, mode: u32, uid: u32, size: u64) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_mode(mode);
+    h.set_uid(u64::from(uid));
+    h.set_gid(u64::from(uid));
+    h.set_mtime(0);
+    h.set_size(size);
+    h
+}
+
+fn add_dir(b: &mut tar::Builder<Vec<u8>>, path: &str, mode: u32, uid: u32) -> io::Result<()> {
+    let mut h = header(tar::EntryType::Directory, mode, uid, 0);
+    b.append_data(&mut h, path, io::empty())
+}
+
+fn add_file(b: &mut tar::Builder<Vec<u8>>, path: &str, mode: u32, data: &[u8]) -> io::Result<()> {
+    let mut h = header(tar::EntryType::Regular, mode, 0, data.len() as u64);
+    b.append_data(&mut h, path, data)
+}
+
+fn add_symlink(b: &mut tar::Builder<Vec<u8>>, path: &str, target: &str) -> io::Result<()> {
+    let mut h = header(tar::EntryType::Symlink, 0o777, 0, 0);
+    b.append_link(&mut h, path, target)
+}
+
+const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n\
+checkfu:x:1000:1000:checkfu:/home/checkfu:/bin/sh\n\
+nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+const GROUP: &str = "root:x:0:\ncheckfu:x:1000:\nnogroup:x:65534:\n";
+/// Builds the root file system tar (see the module table). Deterministic:
+/// the same busybox gives the same bytes.
+///
+/// # Errors
+///
+/// [`RootfsError::Archive`] when the tar builder fails.
+pub fn rootfs_tar(busybox: &Busybox) -> Result<Vec<u8>, RootfsError> {
+    let build = || -> io::Result<Vec<u8>> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (dir, mode, uid) in [
+            ("bin", 0o755, 0),
+            ("dev", 0o755, 0),
+            ("etc", 0o755, 0),
+            ("home", 0o755, 0),
+            ("home/checkfu", 0o755, CHECKFU_UID),
+            ("mnt", 0o755, 0),
+            ("mnt/session", 0o755, 0),
+            ("mnt/session/outputs", 0o755, CHECKFU_UID),
+            ("proc", 0o755, 0),
+            ("root", 0o700, 0),
+            ("sys", 0o755, 0),
+            ("tmp", 0o1777, 0),
+            ("usr", 0o755, 0),
+            ("usr/bin", 0o755, 0),
+            ("workspace", 0o755, CHECKFU_UID),
+            ("workspace/.checkfu", 0o755, 0),
+        ] {
+            add_dir(&mut b, dir, mode, uid)?;
+        }
+        add_file(&mut b, "bin/busybox", 0o755, &busybox.bytes)?;
+        for applet in &busybox.applets {
+            add_symlink(&mut b, &format!("bin/{applet}"), "busybox")?;
+        }
+        add_symlink(&mut b, "usr/bin/env", "../../bin/busybox")?;
+        add_file(&mut b, "etc/passwd", 0o644, PASSWD.as_bytes())?;
+        add_file(&mut b, "etc/group", 0o644, GROUP.as_bytes())?;
+        b.into_inner()
+    };
+    build().map_err(RootfsError::Archive)
+}
+
+#[cfg(test)]
+// The tests read files they wrote themselves.
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn elf_checks() {
+        assert!(check_static_elf(b"not an elf").is_err());
+        // The host's own dynamic shell, if any, has a PT_INTERP.
+        if let Ok(bytes) = std::fs::read("/bin/ls") {
+            let err = check_static_elf(&bytes).unwrap_err();
+            assert!(err.contains("PT_INTERP"), "{err}");
+        }
+        if let Ok(bytes) = std::fs::read(DEFAULT_BUSYBOX_PATH) {
+            check_static_elf(&bytes).unwrap();
+        }
+    }
+
+    #[test]
+    fn rootfs_is_deterministic() {
+        let bb = Busybox {
+            path: "/x".into(),
+            bytes: b"\x7fELF-not-really".to_vec(),
+            sha256_hex: "ab".repeat(32),
+            applets: vec!["sh".into(), "cat".into(), "[".into()],
+        };
+        let rootfs = rootfs_tar(&bb).unwrap();
+        assert_eq!(rootfs, rootfs_tar(&bb).unwrap());
+        let mut ar = tar::Archive::new(rootfs.as_slice());
+        let mut seen = HashMap::new();
+        for e in ar.entries().unwrap() {
+            let e = e.unwrap();
+            let h = e.header();
+            assert_eq!(h.mtime().unwrap(), 0);
+            seen.insert(
+                e.path()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .trim_end_matches('/')
+                    .to_string(),
+                (h.mode().unwrap(), h.uid().unwrap()),
+            );
+        }
+        assert_eq!(seen["tmp"], (0o1777, 0));
+        assert_eq!(seen["workspace"], (0o755, 1000));
+        assert_eq!(seen["bin/sh"].1, 0);
+        assert!(seen.contains_key("bin/["));
+    }
+}

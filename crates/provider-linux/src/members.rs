@@ -1,0 +1,80 @@
+//! The contract extensions this provider implements (decision
+//! 010): resolveImage through the local OCI image store, and
+//! cleanupInventory from the same records cleanup sweeps from.
+
+use async_trait::async_trait;
+use checkfu_sandbox_contract::{
+    CleanupInventory, CleanupInventoryMember, Requirement, ResolveImageMember, SandboxError,
+    SweepCandidate,
+};
+
+use crate::image::ImageError;
+use crate::provider::{Inventory, LinuxProvider};
+
+/// An error and its sources, joined by `: `.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// A tag resolves to the image it designates now; a pinned reference must
+/// name an image of the local store carrying that name. No registry is
+/// contacted.
+#[async_trait]
+impl ResolveImageMember for LinuxProvider {
+    async fn resolve_image(&self, reference: &str) -> Result<String, SandboxError> {
+        let store = self.images().clone();
+        let reference = reference.to_owned();
+        let res = tokio::task::spawn_blocking(move || store.resolve(&reference).map(|i| i.pinned))
+            .await
+            .map_err(|e| {
+                SandboxError::failed(
+                    checkfu_sandbox_contract::provider::op::RESOLVE_IMAGE,
+                    checkfu_sandbox_contract::FailureReason::ProviderError,
+                    e.to_string(),
+                )
+            })?;
+        match res {
+            Ok(pinned) => Ok(pinned),
+            Err(e @ ImageError::NotFound { .. }) => Err(SandboxError::unavailable(
+                Requirement::BaseImage,
+                format!(
+                    "{e} (no registry is used; `checkfu sandbox image import` fills the store)"
+                ),
+            )),
+            Err(e) => Err(SandboxError::unavailable(Requirement::BaseImage, chain(&e))),
+        }
+    }
+}
+
+/// The scope's instances and snapshots with the times their records carry (a lost time is `None`, which the rule sweeps).
+#[async_trait]
+impl CleanupInventoryMember for LinuxProvider {
+    async fn cleanup_inventory(&self) -> Result<CleanupInventory, SandboxError> {
+        Ok(candidates(&self.inventory().await?))
+    }
+}
+
+/// The inventory as the contract's sweep candidates.
+pub(crate) fn candidates(inventory: &Inventory) -> CleanupInventory {
+    let list = |objects: &std::collections::BTreeMap<String, crate::ObjectTimes>| {
+        objects
+            .iter()
+            .map(|(id, t)| SweepCandidate {
+                id: id.clone(),
+                created_at: t.created_at,
+                expires_at: t.expires_at,
+            })
+            .collect()
+    };
+    CleanupInventory {
+        instances: list(&inventory.instances),
+        snapshots: list(&inventory.snapshots),
+    }
+}

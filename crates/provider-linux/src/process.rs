@@ -1,0 +1,302 @@
+//! openProcess over a command in the instance ([`crate::spawn::enter`]).
+//!
+//! The provider keeps at most one live process per instance: the
+//! reservation is taken before the exec starts and released when the
+//! process settles its exit or is destroyed. No idle timeout and no output
+//! ceiling are imposed; stdout is lossless with backpressure, stderr is
+//! bounded and best effort (diagnostic).
+
+use checkfu_sandbox_contract::ConflictActual;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::{
+    ControlSignal, FailureReason, ProcessControl, ProcessExit, SandboxError, SandboxProcess,
+    SandboxProcessEvidence, SignalName,
+};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+/// Bound on a process teardown (kill, then wait for the exit).
+const DESTROY_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The live processes of a provider: at most one per instance, each held
+/// by a [`Reservation`] from before its exec starts until it settles.
+#[derive(Debug)]
+pub(crate) struct ProcessTable {
+    /// instance id -> token of the reservation holding it.
+    slots: Mutex<HashMap<String, u64>>,
+    next_token: AtomicU64,
+}
+
+impl ProcessTable {
+    /// An empty table.
+    pub(crate) fn new() -> Self {
+        ProcessTable {
+            slots: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+        }
+    }
+
+    /// Reserves the one process slot of `instance_id`.
+    ///
+    /// # Errors
+    ///
+    /// `SandboxConflict{expected: "no live process", actual:
+    /// "process_already_open"}` when the slot is held;
+    /// `SandboxOperationFailed{provider_error}` when the table is poisoned.
+    pub(crate) fn reserve(
+        self: &Arc<Self>,
+        instance_id: &str,
+    ) -> Result<Reservation, SandboxError> {
+        let mut slots = self.slots.lock().map_err(|_| {
+            SandboxError::failed(
+                op::OPEN_PROCESS,
+                FailureReason::ProviderError,
+                "process table poisoned",
+            )
+        })?;
+        if slots.contains_key(instance_id) {
+            return Err(SandboxError::conflict(
+                op::OPEN_PROCESS,
+                "no live process",
+                ConflictActual::ProcessAlreadyOpen,
+            ));
+        }
+        let token = self.next_token.fetch_add(1, Ordering::SeqCst);
+        slots.insert(instance_id.to_owned(), token);
+        Ok(Reservation {
+            table: self.clone(),
+            instance_id: instance_id.to_owned(),
+            token,
+        })
+    }
+}
+
+impl ProcessTable {
+    /// Frees `instance_id`'s slot whoever holds it (the instance is being
+    /// destroyed, and its process with it).
+    pub(crate) fn forget(&self, instance_id: &str) {
+        if let Ok(mut slots) = self.slots.lock() {
+            slots.remove(instance_id);
+        }
+    }
+}
+
+/// One instance's process slot, held until [`Reservation::release`]
+/// (idempotent: releasing twice, or after another reservation took the
+/// slot, changes nothing).
+#[derive(Debug, Clone)]
+pub(crate) struct Reservation {
+    table: Arc<ProcessTable>,
+    instance_id: String,
+    token: u64,
+}
+
+impl Reservation {
+    /// Frees the slot if this reservation still holds it.
+    pub(crate) fn release(&self) {
+        if let Ok(mut slots) = self.table.slots.lock() {
+            if slots.get(&self.instance_id) == Some(&self.token) {
+                slots.remove(&self.instance_id);
+            }
+        }
+    }
+}
+
+/// The settled exit of a process, shared by every waiter.
+type ExitCell = tokio::sync::watch::Receiver<Option<std::process::ExitStatus>>;
+
+struct Control {
+    reservation: Reservation,
+    /// Host pid of the supervisor (C'); killing it kills the command's
+    /// namespace.
+    pid: Option<rustix::process::Pid>,
+    exit: ExitCell,
+}
+
+fn exit_of(status: std::process::ExitStatus) -> Result<ProcessExit, SandboxError> {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code).map(ProcessExit::ExitCode).map_err(|_| {
+            SandboxError::failed(
+                op::OPEN_PROCESS,
+                FailureReason::ProviderError,
+                format!("exit code {code} out of range"),
+            )
+        }),
+        (None, Some(sig)) => Ok(ProcessExit::Signal(SignalName::from_number(sig))),
+        _ => Err(SandboxError::failed(
+            op::OPEN_PROCESS,
+            FailureReason::ProviderError,
+            format!("the process ended without an exit: {status}"),
+        )),
+    }
+}
+
+impl Control {
+    async fn settled(&self) -> std::process::ExitStatus {
+        let mut rx = self.exit.clone();
+        loop {
+            if let Some(status) = *rx.borrow_and_update() {
+                return status;
+            }
+            if rx.changed().await.is_err() {
+                // The watcher ended without a status: report a kill.
+                use std::os::unix::process::ExitStatusExt as _;
+                return std::process::ExitStatus::from_raw(libc::SIGKILL);
+            }
+        }
+    }
+
+    fn exited(&self) -> bool {
+        self.exit.borrow().is_some()
+    }
+}
+
+#[async_trait]
+impl ProcessControl for Control {
+    async fn wait(&self) -> Result<ProcessExit, SandboxError> {
+        let status = self.settled().await;
+        // Released here as well as by the watcher task in `wrap`, so an
+        // open that follows a settled wait is never refused as
+        // `process_already_open` because that task has not run yet.
+        self.reservation.release();
+        exit_of(status)
+    }
+
+    async fn signal(&self, signal: ControlSignal) -> Result<(), SandboxError> {
+        let s = match signal {
+            ControlSignal::Sigint => rustix::process::Signal::INT,
+            ControlSignal::Sigterm => rustix::process::Signal::TERM,
+            ControlSignal::Sigkill => rustix::process::Signal::KILL,
+        };
+        if self.exited() {
+            return Ok(());
+        }
+        match self.pid {
+            Some(pid) => rustix::process::kill_process(pid, s).map_err(|e| {
+                SandboxError::failed(
+                    op::OPEN_PROCESS,
+                    FailureReason::ProviderError,
+                    format!("signal: {e}"),
+                )
+            }),
+            None => Ok(()),
+        }
+    }
+
+    async fn destroy(&self) -> Result<(), SandboxError> {
+        if let (false, Some(pid)) = (self.exited(), self.pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+        let settled = tokio::time::timeout(DESTROY_BOUND, self.settled()).await;
+        self.reservation.release();
+        match settled {
+            Ok(_) => Ok(()),
+            Err(_) => Err(SandboxError::failed(
+                op::OPEN_PROCESS,
+                FailureReason::TimedOut,
+                format!(
+                    "the process did not exit within {} s of SIGKILL",
+                    DESTROY_BOUND.as_secs()
+                ),
+            )),
+        }
+    }
+}
+
+/// The command's stdin as the contract's input: closing it closes the
+/// pipe, which the command observes as end of file (tokio's own shutdown
+/// of a pipe writer only flushes).
+struct Input {
+    pipe: Option<tokio_util::compat::Compat<tokio::process::ChildStdin>>,
+}
+
+impl futures_util::io::AsyncWrite for Input {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.pipe.as_mut() {
+            Some(p) => std::pin::Pin::new(p).poll_write(cx, buf),
+            None => std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into())),
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.pipe.as_mut() {
+            Some(p) => std::pin::Pin::new(p).poll_flush(cx),
+            None => std::task::Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_close(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if let Some(p) = self.pipe.as_mut() {
+            if let std::task::Poll::Ready(Err(e)) = std::pin::Pin::new(p).poll_flush(cx) {
+                self.pipe = None;
+                return std::task::Poll::Ready(Err(e));
+            }
+        }
+        // Dropping the writer closes the pipe: the half-close.
+        self.pipe = None;
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Turns a spawned command into the contract's live process and arranges
+/// for the reservation to be released when it exits.
+pub(crate) fn wrap(
+    reservation: Reservation,
+    mut child: tokio::process::Child,
+    evidence: SandboxProcessEvidence,
+) -> Result<SandboxProcess, SandboxError> {
+    let missing = || {
+        SandboxError::failed(
+            op::OPEN_PROCESS,
+            FailureReason::ProviderError,
+            "the process's pipes are missing",
+        )
+    };
+    let stdin = child.stdin.take().ok_or_else(missing)?;
+    let stdout = child.stdout.take().ok_or_else(missing)?;
+    let stderr = child.stderr.take().ok_or_else(missing)?;
+    let pid = child
+        .id()
+        .and_then(|p| rustix::process::Pid::from_raw(p as i32));
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    {
+        let reservation = reservation.clone();
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            use std::os::unix::process::ExitStatusExt as _;
+            let _ =
+                tx.send(Some(status.unwrap_or_else(|_| {
+                    std::process::ExitStatus::from_raw(libc::SIGKILL)
+                })));
+            reservation.release();
+        });
+    }
+    Ok(SandboxProcess {
+        input: Box::pin(Input {
+            pipe: Some(stdin.compat_write()),
+        }),
+        output: Box::pin(stdout.compat()),
+        error: Box::pin(stderr.compat()),
+        control: Arc::new(Control {
+            reservation,
+            pid,
+            exit: rx,
+        }),
+        evidence,
+    })
+}

@@ -1,0 +1,319 @@
+//! The provider object: identity constants, configuration, construction,
+//! the availability check and the shared state behind every member
+//! ([`Inner`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use checkfu_sandbox_contract::*;
+
+use super::errors::provider_error;
+use crate::cgroup::{self, CgroupVersion};
+use crate::image::ImageStore;
+use crate::process::ProcessTable;
+use crate::store::{self, Home, InstanceRecord, Layout, RootMode, SnapshotRecord};
+
+/// The provider id instances echo as `provider`.
+pub const PROVIDER_ID: &str = "linux";
+/// The provider revision instances echo in `materialization`.
+pub const PROVIDER_REVISION: &str = "linux/1";
+/// The materialization revision instances echo in `materialization`.
+pub const MATERIALIZATION_REVISION: &str = "oci-store/1";
+
+pub(super) const INSTANCE_PREFIX: &str = "i";
+pub(super) const SNAPSHOT_PREFIX: &str = "s";
+
+/// The user workload commands run as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkloadUser {
+    /// The fixture's unprivileged `checkfu` user (uid/gid 1000), as the
+    /// Docker provider runs it.
+    #[default]
+    Checkfu,
+    /// uid 0 inside, with every capability dropped, `no_new_privs` and the
+    /// seccomp filter (no user namespace: it is uid 0 on the host too, so
+    /// only the namespaces, the empty capability sets and the filter stand
+    /// between it and the host). For tests that show what a root workload
+    /// cannot do.
+    Root,
+}
+
+impl WorkloadUser {
+    /// The uid (and gid).
+    pub fn uid(self) -> u32 {
+        match self {
+            WorkloadUser::Checkfu => checkfu_sandbox_hostfs::rootfs::CHECKFU_UID,
+            WorkloadUser::Root => 0,
+        }
+    }
+}
+
+/// How to construct a [`LinuxProvider`].
+#[derive(Debug, Clone)]
+pub struct LinuxConfig {
+    /// Root of the provider's records, host directories, writable layers
+    /// and image store, for example `/var/lib/checkfu/linux` (created when
+    /// missing).
+    pub state_dir: PathBuf,
+    /// The scope every record carries; listing and cleanup never look
+    /// beyond it. 1..=64 characters of `[a-z0-9._-]`.
+    pub scope: String,
+    /// The clock behind every `created_at`, `started_at` and `finished_at`.
+    pub clock: Arc<dyn Clock>,
+    /// Who workload commands run as.
+    pub workload_user: WorkloadUser,
+}
+
+/// Why the provider is unavailable on this host: each variant is a typed
+/// reason, never a partial provider.
+#[derive(Debug, thiserror::Error)]
+pub enum LinuxProviderError {
+    /// Not running as root (namespaces, mounts and cgroups need it).
+    #[error("the linux provider needs root (euid 0); this process runs as euid {euid}")]
+    NotRoot {
+        /// The effective uid.
+        euid: u32,
+    },
+    /// No usable cgroup hierarchy (v1 with memory, pids and cpu, or v2).
+    #[error("no usable cgroup hierarchy under /sys/fs/cgroup (v1 memory, pids and cpu, or v2)")]
+    NoCgroups,
+    /// The kernel refused a namespace the provider needs.
+    #[error("the kernel refused a namespace: {0}")]
+    Namespaces(String),
+    /// The seccomp filter cannot be built here.
+    #[error(transparent)]
+    Seccomp(#[from] crate::seccomp::SeccompError),
+    /// The scope is not usable as a directory name.
+    #[error("invalid scope {0:?}: expected 1..=64 characters of [a-z0-9._-]")]
+    Scope(String),
+    /// The state directory could not be prepared.
+    #[error("cannot prepare the state directory {path:?}")]
+    StateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The Linux namespaces sandbox provider (see the module documentation).
+///
+/// Cheap to clone; clones share the open-process reservations.
+#[derive(Clone)]
+pub struct LinuxProvider {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for LinuxProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinuxProvider")
+            .field("scope", &self.inner.scope)
+            .field("state_dir", &self.inner.layout.root())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) layout: Layout,
+    pub(crate) images: ImageStore,
+    pub(crate) scope: String,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) workload_user: WorkloadUser,
+    pub(crate) cgroup_version: Option<CgroupVersion>,
+    pub(crate) root_mode: RootMode,
+    pub(crate) seccomp: seccompiler::BpfProgram,
+    /// instance id -> reservation token of its one live process.
+    pub(crate) processes: Arc<ProcessTable>,
+}
+
+pub(super) fn scope_ok(scope: &str) -> bool {
+    !scope.is_empty()
+        && scope.len() <= 64
+        && scope
+            .bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+}
+
+/// Whether this host can run the provider: root, cgroups, namespaces and
+/// the seccomp filter. `Ok` carries the cgroup version.
+///
+/// # Errors
+///
+/// The first [`LinuxProviderError`] reason that makes it unavailable.
+pub fn availability() -> Result<CgroupVersion, LinuxProviderError> {
+    let euid = rustix::process::geteuid().as_raw();
+    if euid != 0 {
+        return Err(LinuxProviderError::NotRoot { euid });
+    }
+    let version = cgroup::detect().ok_or(LinuxProviderError::NoCgroups)?;
+    for ns in ["mnt", "pid", "net", "uts", "ipc"] {
+        let path = format!("/proc/self/ns/{ns}");
+        // A host file of the kernel's, not a workload tree.
+        #[allow(clippy::disallowed_methods)]
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(LinuxProviderError::Namespaces(format!("{path} is missing")));
+        }
+    }
+    crate::seccomp::default_filter()?;
+    Ok(version)
+}
+
+impl LinuxProvider {
+    /// Checks [`availability`], prepares the state directory and decides
+    /// how roots are made (overlay when the state directory's file system
+    /// accepts an overlay mount, a copy otherwise).
+    ///
+    /// # Errors
+    ///
+    /// [`LinuxProviderError`] when the host cannot run the provider, the
+    /// scope is malformed or the state directory cannot be created.
+    pub fn new(config: LinuxConfig) -> Result<Self, LinuxProviderError> {
+        let version = availability()?;
+        if !scope_ok(&config.scope) {
+            return Err(LinuxProviderError::Scope(config.scope));
+        }
+        let layout = Layout::new(config.state_dir);
+        for dir in [layout.instances(), layout.snapshots(), layout.images()] {
+            std::fs::create_dir_all(&dir)
+                .map_err(|source| LinuxProviderError::StateDir { path: dir, source })?;
+        }
+        let root_mode = if crate::overlay::overlay_works(layout.root()) {
+            RootMode::Overlay
+        } else {
+            RootMode::Copy
+        };
+        Ok(LinuxProvider {
+            inner: Arc::new(Inner {
+                images: ImageStore::new(layout.images()),
+                layout,
+                scope: config.scope,
+                clock: config.clock,
+                workload_user: config.workload_user,
+                cgroup_version: Some(version),
+                root_mode,
+                seccomp: crate::seccomp::default_filter()?,
+                processes: Arc::new(ProcessTable::new()),
+            }),
+        })
+    }
+
+    /// A second provider object over the same state directory, scope and
+    /// clock, sharing no in-memory state with this one: what a restarted
+    /// Runner constructs.
+    pub fn reopen(&self) -> LinuxProvider {
+        let i = &self.inner;
+        LinuxProvider {
+            inner: Arc::new(Inner {
+                layout: i.layout.clone(),
+                images: i.images.clone(),
+                scope: i.scope.clone(),
+                clock: i.clock.clone(),
+                workload_user: i.workload_user,
+                cgroup_version: i.cgroup_version,
+                root_mode: i.root_mode,
+                seccomp: i.seccomp.clone(),
+                processes: Arc::new(ProcessTable::new()),
+            }),
+        }
+    }
+
+    /// The scope.
+    pub fn scope(&self) -> &str {
+        &self.inner.scope
+    }
+
+    /// The state directory.
+    pub fn state_dir(&self) -> &Path {
+        self.inner.layout.root()
+    }
+
+    /// The image store.
+    pub fn images(&self) -> &ImageStore {
+        &self.inner.images
+    }
+
+    /// Whether roots are overlays (else private copies).
+    pub fn uses_overlay(&self) -> bool {
+        self.inner.root_mode == RootMode::Overlay
+    }
+
+    /// The host pid of an active instance's init (pid 1 inside), for
+    /// tests and diagnostics.
+    pub fn init_pid(&self, instance_id: &str) -> Option<i32> {
+        self.inner
+            .load_instance(op::EXECUTE, instance_id)
+            .ok()
+            .and_then(|r| r.init)
+            .map(|i| i.pid)
+    }
+}
+
+use checkfu_sandbox_contract::provider::op;
+
+impl Inner {
+    pub(super) fn host_dir(&self, id: &str, home: Home) -> PathBuf {
+        match home {
+            Home::Output => self.layout.outputs_dir(id),
+            Home::Mount(i) => self.layout.mount_dir(id, i),
+        }
+    }
+
+    pub(super) fn load_instance(
+        &self,
+        operation: Operation,
+        id: &str,
+    ) -> Result<InstanceRecord, SandboxError> {
+        let not_found = || SandboxError::SandboxInstanceNotFound {
+            instance_id: id.to_owned(),
+        };
+        if !store::is_id(INSTANCE_PREFIX, id) {
+            return Err(not_found());
+        }
+        match store::read_record::<InstanceRecord>(&self.layout.instance_record(id)) {
+            Ok(Some(rec)) if rec.scope == self.scope => Ok(rec),
+            Ok(_) => Err(not_found()),
+            Err(m) => Err(provider_error(operation, m)),
+        }
+    }
+
+    pub(super) fn load_snapshot(
+        &self,
+        operation: Operation,
+        id: &str,
+    ) -> Result<SnapshotRecord, SandboxError> {
+        let not_found = || SandboxError::SandboxSnapshotNotFound {
+            snapshot_id: id.to_owned(),
+        };
+        if !store::is_id(SNAPSHOT_PREFIX, id) {
+            return Err(not_found());
+        }
+        match store::read_record::<SnapshotRecord>(&self.layout.snapshot_record(id)) {
+            Ok(Some(rec)) if rec.scope == self.scope => Ok(rec),
+            Ok(_) => Err(not_found()),
+            Err(m) => Err(provider_error(operation, m)),
+        }
+    }
+
+    pub(super) fn save_instance(
+        &self,
+        operation: Operation,
+        rec: &InstanceRecord,
+    ) -> Result<(), SandboxError> {
+        store::write_record(&self.layout.instance_record(&rec.instance_id), rec)
+            .map_err(|e| provider_error(operation, format!("writing the instance record: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes() {
+        assert!(scope_ok("conf-123-4"));
+        for bad in ["", "A", "a b", "a/b", &"x".repeat(65)] {
+            assert!(!scope_ok(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,524 @@
+//! Instances: admission, host directories, the writable root layer, the
+//! init process, destruction.
+
+use std::ffi::CString;
+use std::os::fd::AsFd as _;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use checkfu_sandbox_contained::{self as contained};
+use checkfu_sandbox_contract::bounds::{MAX_MOUNTS, OUTPUT_PATH};
+use checkfu_sandbox_contract::provider::op;
+use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::rootfs::CHECKFU_UID;
+
+use super::{
+    envelope::host_platform,
+    errors::{blocking, chain, provider_error},
+    inner::{Inner, INSTANCE_PREFIX, MATERIALIZATION_REVISION, PROVIDER_ID, PROVIDER_REVISION},
+};
+use crate::cgroup::InstanceCgroups;
+use crate::image::ImageError;
+use crate::image::ImageStore;
+use crate::spawn::{self, Bind, InitPlan, RootMount};
+use crate::store::{self, Home, InitRecord, InstanceRecord, Layout, RootMode};
+
+/// How long a killed init may take to disappear before destroy fails.
+const STOP_BOUND: Duration = Duration::from_secs(10);
+
+/// The host name every instance reports.
+pub const INSTANCE_HOSTNAME: &str = "checkfu";
+
+/// Files under `/proc` made read-only inside an instance.
+const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
+/// Files under `/proc` hidden behind `/dev/null` inside an instance.
+const PROC_MASKED: &[&str] = &[
+    "kcore",
+    "keys",
+    "timer_list",
+    "sched_debug",
+    "latency_stats",
+    "kmsg",
+];
+/// Host device nodes bound into an instance's `/dev`.
+const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom"];
+
+pub(super) fn instance_of(
+    request: &SandboxProvisionRequest,
+    id: &str,
+    state: InstanceState,
+) -> SandboxInstance {
+    SandboxInstance {
+        instance_id: id.to_owned(),
+        provider: request.provider.clone(),
+        placement: request.placement,
+        state,
+        workspace_id: request.workspace_id.clone(),
+        session_id: request.session_id.clone(),
+        run_id: request.run_id.clone(),
+        attempt_id: request.attempt_id.clone(),
+        lease_id: request.lease_id.clone(),
+        lease_epoch: request.lease_epoch,
+        target: request.target,
+        profile: request.profile.clone(),
+        platform: request.platform,
+        root_image: request.root_image.clone(),
+        mounts: request.mounts.clone(),
+        output_path: OUTPUT_PATH.to_owned(),
+        expires_at: request.expires_at,
+        materialization: Materialization {
+            profile_digest: request.profile.profile_digest.clone(),
+            image_reference: request.root_image.clone(),
+            image_digest: request.root_image.digest(),
+            provider_revision: PROVIDER_REVISION.to_owned(),
+            materialization_revision: MATERIALIZATION_REVISION.to_owned(),
+        },
+    }
+}
+
+/// Owner of files in a home's host directory: the workload user for the
+/// output tree and read-write mounts, root for read-only mounts.
+pub(super) fn owner_of(request: &SandboxProvisionRequest, home: Home) -> Option<u32> {
+    match home {
+        Home::Output => Some(CHECKFU_UID),
+        Home::Mount(i) => match request.mounts.get(i).map(|m| m.access) {
+            Some(MountAccess::ReadWrite) => Some(CHECKFU_UID),
+            _ => None,
+        },
+    }
+}
+
+fn cstring(p: &Path) -> Result<CString, String> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL", p.display()))
+}
+
+/// `root` joined with an absolute sandbox path.
+fn inside(root: &Path, sandbox_path: &str) -> PathBuf {
+    root.join(sandbox_path.trim_start_matches('/'))
+}
+
+/// Field 22 of `/proc/<pid>/stat` (start time in clock ticks), if the
+/// process exists; `None` for a zombie too.
+// The kernel's process table, never a workload tree.
+#[allow(clippy::disallowed_methods)]
+pub(crate) fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+/// Prepares the writable root layer: `upper/`, `work/` and the mount
+/// point `root/` (overlay), or a private copy of the image in `root/`;
+/// then the mount points of every mount, the output tree, `/proc` and
+/// `/dev` in it, created beneath the layer without following links.
+/// Blocking. A resumed instance (`fresh` false) already has its layer.
+pub(super) fn prepare_root(
+    layout: &Layout,
+    images: &ImageStore,
+    rec: &InstanceRecord,
+    fresh: bool,
+) -> Result<(), String> {
+    let id = &rec.instance_id;
+    let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+    let lower = images.rootfs_dir(&rec.image);
+    let layer = match rec.root_mode {
+        RootMode::Overlay => {
+            for d in [
+                layout.upper_dir(id),
+                layout.work_dir(id),
+                layout.root_dir(id),
+            ] {
+                std::fs::create_dir_all(&d).map_err(|e| io("creating the root layer", e))?;
+            }
+            layout.upper_dir(id)
+        }
+        RootMode::Copy if !fresh => layout.root_dir(id),
+        RootMode::Copy => {
+            let root = layout.root_dir(id);
+            let out = std::process::Command::new("cp")
+                .arg("-a")
+                .arg(&lower)
+                .arg(&root)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|e| io("copying the image", e))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "copying the image: cp exited with {}: {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            root
+        }
+    };
+    let layer_fd = contained::open_root(&layer).map_err(|e| chain(&e))?;
+    let mut points: Vec<&str> = rec.request.mounts.iter().map(|m| m.path.as_str()).collect();
+    points.extend([OUTPUT_PATH, "/proc", "/dev"]);
+    for p in points {
+        let rel = Path::new(p.trim_start_matches('/'));
+        contained::create_dirs_beneath(layer_fd.as_fd(), rel, None)
+            .map(drop)
+            .map_err(|e| format!("mount point {p}: {}", chain(&e)))?;
+    }
+    Ok(())
+}
+
+impl Inner {
+    /// The provider-side admission of a request (the runtime checks first;
+    /// this refuses what this provider cannot do even if called directly).
+    pub(super) fn admit(
+        &self,
+        operation: Operation,
+        request: &SandboxProvisionRequest,
+    ) -> Result<(), SandboxError> {
+        if request.provider != PROVIDER_ID {
+            return Err(SandboxError::invalid_request(
+                operation,
+                "provider",
+                PROVIDER_ID,
+                &request.provider,
+            ));
+        }
+        if request.target != Tier::Container {
+            return Err(SandboxError::unavailable(
+                Requirement::Tier,
+                "only container",
+            ));
+        }
+        if request.platform != host_platform() {
+            return Err(SandboxError::unavailable(
+                Requirement::Platform,
+                format!("only {:?}", host_platform()),
+            ));
+        }
+        if !request.profile.packages.is_empty() {
+            return Err(SandboxError::unavailable(
+                Requirement::Packages,
+                "no package manager is offered",
+            ));
+        }
+        if request.profile.network_policy.mode() != NetworkMode::None {
+            return Err(SandboxError::unavailable(
+                Requirement::NetworkPolicy,
+                "only network mode none is offered",
+            ));
+        }
+        if request.profile.resources.disk_bytes.is_some() {
+            return Err(SandboxError::unavailable(
+                Requirement::Resources,
+                "disk limits are not enforced",
+            ));
+        }
+        if request.mounts.len() > usize::from(MAX_MOUNTS) {
+            return Err(SandboxError::unavailable(
+                Requirement::Mounts,
+                format!("at most {MAX_MOUNTS} mounts"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The root image in the store: its manifest digest (hex) and its
+    /// configuration's environment.
+    pub(super) async fn resolve_root(
+        &self,
+        request: &SandboxProvisionRequest,
+    ) -> Result<(String, Vec<String>), SandboxError> {
+        let reference = request.root_image.as_str().to_owned();
+        let store = self.images.clone();
+        let res = blocking(op::PROVISION, move || store.resolve(&reference)).await?;
+        match res {
+            Ok(image) => Ok((image.manifest_hex, image.env)),
+            Err(e @ ImageError::NotFound { .. }) | Err(e @ ImageError::InvalidReference { .. }) => {
+                Err(SandboxError::unavailable(
+                    Requirement::BaseImage,
+                    format!(
+                        "{e} (no registry is used; `checkfu sandbox image import` fills the store)"
+                    ),
+                ))
+            }
+            Err(e) => Err(provider_error(
+                op::PROVISION,
+                format!("resolving {}: {}", request.root_image.as_str(), chain(&e)),
+            )),
+        }
+    }
+
+    /// Creates the host directories of a fresh instance (mounts and output
+    /// tree), with owners, and the mount points of nested mounts.
+    pub(super) fn prepare_dirs(
+        &self,
+        id: &str,
+        request: &SandboxProvisionRequest,
+    ) -> Result<(), String> {
+        let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+        std::fs::create_dir_all(self.layout.instance_dir(id).join("mounts"))
+            .map_err(|e| io("creating mounts", e))?;
+        let mut homes: Vec<Home> = (0..request.mounts.len()).map(Home::Mount).collect();
+        homes.push(Home::Output);
+        for home in homes {
+            let dir = self.host_dir(id, home);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io("creating a host directory", e)),
+            }
+            if let Some(uid) = owner_of(request, home) {
+                std::os::unix::fs::chown(&dir, Some(uid), Some(uid))
+                    .map_err(|e| io("chown of a host directory", e))?;
+            }
+        }
+        self.prepare_mount_points(id, request)
+    }
+
+    pub(super) fn prepare_mount_points(
+        &self,
+        id: &str,
+        request: &SandboxProvisionRequest,
+    ) -> Result<(), String> {
+        for (parent, rel) in store::nested_mount_points(request) {
+            let owner = owner_of(request, Home::Mount(parent));
+            contained::open_root(&self.layout.mount_dir(id, parent))
+                .and_then(|root| contained::create_dirs_beneath(root.as_fd(), &rel, owner))
+                .map(drop)
+                .map_err(|e| format!("mount point {}: {}", rel.display(), chain(&e)))?;
+        }
+        Ok(())
+    }
+
+    /// The init's plan for an instance whose root layer is prepared.
+    fn init_plan(&self, rec: &InstanceRecord) -> Result<InitPlan, String> {
+        let id = &rec.instance_id;
+        let root = self.layout.root_dir(id);
+        let root_c = cstring(&root)?;
+        let root_mount = match rec.root_mode {
+            RootMode::Overlay => RootMount::Overlay {
+                target: root_c.clone(),
+                data: CString::new(format!(
+                    "lowerdir={},upperdir={},workdir={}",
+                    self.images.rootfs_dir(&rec.image).display(),
+                    self.layout.upper_dir(id).display(),
+                    self.layout.work_dir(id).display()
+                ))
+                .map_err(|_| "overlay options hold a NUL".to_owned())?,
+            },
+            RootMode::Copy => RootMount::Copy {
+                target: root_c.clone(),
+            },
+        };
+        let r = &rec.request;
+        let mut binds: Vec<(usize, Bind)> = Vec::new();
+        for (i, m) in r.mounts.iter().enumerate() {
+            binds.push((
+                m.path.len(),
+                Bind {
+                    source: cstring(&self.layout.mount_dir(id, i))?,
+                    target: cstring(&inside(&root, &m.path))?,
+                    read_only: m.access == MountAccess::ReadOnly,
+                },
+            ));
+        }
+        binds.push((
+            OUTPUT_PATH.len(),
+            Bind {
+                source: cstring(&self.layout.outputs_dir(id))?,
+                target: cstring(&inside(&root, OUTPUT_PATH))?,
+                read_only: false,
+            },
+        ));
+        // Parents before the mounts nested in them.
+        binds.sort_by_key(|(len, _)| *len);
+        let proc_dir = root.join("proc");
+        let dev_dir = root.join("dev");
+        let cgroups = match self.cgroup_version {
+            Some(v) => InstanceCgroups::new(v, &self.scope, id)
+                .open_procs()
+                .map_err(|e| format!("joining the cgroups: {e}"))?,
+            None => Vec::new(),
+        };
+        Ok(InitPlan {
+            root: root_mount,
+            root_path: root_c,
+            binds: binds.into_iter().map(|(_, b)| b).collect(),
+            proc_dir: cstring(&proc_dir)?,
+            proc_read_only: PROC_READ_ONLY
+                .iter()
+                .map(|p| cstring(&proc_dir.join(p)))
+                .collect::<Result<_, _>>()?,
+            proc_masked: PROC_MASKED
+                .iter()
+                .map(|p| cstring(&proc_dir.join(p)))
+                .collect::<Result<_, _>>()?,
+            dev_dir: cstring(&dev_dir)?,
+            dev_nodes: DEV_NODES
+                .iter()
+                .map(|n| {
+                    Ok((
+                        cstring(&Path::new("/dev").join(n))?,
+                        cstring(&dev_dir.join(n))?,
+                    ))
+                })
+                .collect::<Result<_, String>>()?,
+            dev_links: [
+                ("/proc/self/fd", "fd"),
+                ("/proc/self/fd/0", "stdin"),
+                ("/proc/self/fd/1", "stdout"),
+                ("/proc/self/fd/2", "stderr"),
+            ]
+            .iter()
+            .map(|(t, l)| Ok((cstring(Path::new(t))?, cstring(&dev_dir.join(l))?)))
+            .collect::<Result<_, String>>()?,
+            dev_null: c"/dev/null".to_owned(),
+            hostname: CString::new(INSTANCE_HOSTNAME).expect("no NUL"),
+            cgroups,
+        })
+    }
+
+    /// Creates the instance's cgroups and starts its init: the instance is
+    /// runnable when this returns. On failure nothing of the init is left.
+    pub(super) async fn start_init(
+        &self,
+        operation: Operation,
+        rec: &InstanceRecord,
+    ) -> Result<InitRecord, SandboxError> {
+        if let Some(v) = self.cgroup_version {
+            let cg = InstanceCgroups::new(v, &self.scope, &rec.instance_id);
+            let resources = rec.request.profile.resources.clone();
+            blocking(operation, move || cg.create(&resources))
+                .await?
+                .map_err(|e| provider_error(operation, format!("creating the cgroups: {e}")))?;
+        }
+        let plan = self
+            .init_plan(rec)
+            .map_err(|m| provider_error(operation, m))?;
+        let started = blocking(operation, move || spawn::start_init(&plan))
+            .await?
+            .map_err(|e| provider_error(operation, format!("starting the instance: {e}")));
+        match started {
+            Ok(s) => match start_ticks(s.pid) {
+                Some(start_ticks) => Ok(InitRecord {
+                    pid: s.pid,
+                    start_ticks,
+                }),
+                None => Err(provider_error(
+                    operation,
+                    format!("the instance's init (pid {}) exited at once", s.pid),
+                )),
+            },
+            Err(e) => {
+                self.remove_cgroups(&rec.instance_id).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn remove_cgroups(&self, id: &str) -> Option<String> {
+        let v = self.cgroup_version?;
+        let cg = InstanceCgroups::new(v, &self.scope, id);
+        blocking(op::DESTROY, move || cg.remove())
+            .await
+            .ok()?
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    /// Kills an instance's init (every process of the instance and its
+    /// mount namespace go with it), waits until it is gone and removes the
+    /// cgroups. Idempotent.
+    pub(super) async fn stop_init(
+        &self,
+        operation: Operation,
+        rec: &InstanceRecord,
+    ) -> Result<(), SandboxError> {
+        if let Some(init) = rec.init {
+            let pid = init.pid;
+            let bound = STOP_BOUND;
+            let gone = blocking(operation, move || {
+                let deadline = std::time::Instant::now() + bound;
+                loop {
+                    spawn::reap(pid, false);
+                    match start_ticks(pid) {
+                        Some(t) if t == init.start_ticks => {
+                            if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                                let _ =
+                                    rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                            }
+                            // Our own child (the usual case): wait for it
+                            // at once; another's: poll below.
+                            spawn::reap(pid, true);
+                        }
+                        // Gone, a zombie, or a reused pid: not ours any more.
+                        _ => return true,
+                    }
+                    if std::time::Instant::now() >= deadline {
+                        return false;
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            })
+            .await?;
+            if !gone {
+                return Err(provider_error(
+                    operation,
+                    format!(
+                        "the init of {} (pid {pid}) did not exit within {} s of SIGKILL",
+                        rec.instance_id,
+                        STOP_BOUND.as_secs()
+                    ),
+                ));
+            }
+        }
+        if let Some(problem) = self.remove_cgroups(&rec.instance_id).await {
+            return Err(provider_error(
+                operation,
+                format!("removing the cgroups: {problem}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Removes every trace of an instance: its open process, init,
+    /// cgroups and directory. Idempotent; unknown ids succeed.
+    pub(super) async fn destroy_instance(
+        &self,
+        operation: Operation,
+        id: &str,
+    ) -> Result<(), SandboxError> {
+        if !store::is_id(INSTANCE_PREFIX, id) {
+            return Ok(());
+        }
+        self.processes.forget(id);
+        let rec = store::read_record::<InstanceRecord>(&self.layout.instance_record(id))
+            .ok()
+            .flatten();
+        if rec.as_ref().is_some_and(|r| r.scope != self.scope) {
+            // Another scope's instance under a shared state directory.
+            return Ok(());
+        }
+        match &rec {
+            Some(rec) => self.stop_init(operation, rec).await?,
+            None => {
+                if let Some(problem) = self.remove_cgroups(id).await {
+                    return Err(provider_error(
+                        operation,
+                        format!("removing the cgroups: {problem}"),
+                    ));
+                }
+            }
+        }
+        let dir = self.layout.instance_dir(id);
+        blocking(op::DESTROY, move || match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        })
+        .await?
+        .map_err(|e| provider_error(operation, format!("removing the instance directory: {e}")))
+    }
+}

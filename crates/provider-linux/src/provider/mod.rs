@@ -1,0 +1,65 @@
+//! [`LinuxProvider`]: the sandbox provider over Linux namespaces, with no
+//! daemon.
+//!
+//! # Objects and where they live
+//!
+//! | object | on the host | state directory ([`crate::store`]) |
+//! |---|---|---|
+//! | instance in `provisioning` | nothing | `instances/<id>/instance.json`, host dirs, root layer |
+//! | instance in `active` | its init (pid 1 of its namespaces) and cgroups | the same, with the init's pid and start time |
+//! | snapshot | nothing | `snapshots/<id>/` record and archives |
+//! | image | nothing | `images/` (OCI layout and unpacked roots) |
+//!
+//! The records are the only inventory: a fresh provider object over the
+//! same state directory and scope ([`LinuxProvider::reopen`], or a new
+//! [`LinuxProvider::new`] after a restart) finds everything again, and
+//! cleanup sweeps from them. An init is recognised by its pid and start
+//! time together, so a reused pid is never killed.
+//!
+//! # Isolation
+//!
+//! Each instance is a mount, PID, network, UTS and IPC namespace: its root
+//! is an overlay of the image (shared, read-only) with a writable layer of
+//! its own, entered with `pivot_root`, the old root detached; `/proc` is
+//! the instance's own with `/proc/sys` and a few more read-only or masked;
+//! `/dev` is a small tmpfs with the null, zero, full, random and urandom
+//! nodes; `/sys` is not mounted; the network namespace is empty but for
+//! loopback. Every command runs in a PID namespace nested in the
+//! instance's, as the workload user, with empty capability sets,
+//! `no_new_privs` and the seccomp deny list ([`crate::seccomp`]), inside
+//! the instance's cgroups. There is no user namespace: uid 0 inside is
+//! uid 0 on the host without capabilities, which is why the workload runs
+//! as uid 1000 by default. Namespaces share the host kernel: they are not
+//! a virtual machine boundary.
+//!
+//! # Decisions
+//!
+//! * **Derived image.** The envelope offers no package manager: the root
+//!   is the root image from the store ([`crate::image`]), never pulled.
+//! * **Containment.** Reads, listings and writes of mounts and the output
+//!   tree go through descriptors beneath their host directories
+//!   ([`checkfu_sandbox_contained`]).
+//! * **Snapshots.** Uncompressed tars of every mount's host directory, of
+//!   the output tree and of the writable root layer. Custody `runner`.
+//! * **Network.** Mode `none` only; `allowlist` is not offered.
+
+mod command;
+mod envelope;
+mod errors;
+mod execute;
+mod inner;
+mod instances;
+mod open_process;
+mod reads;
+mod rollbacks;
+mod sandbox;
+mod snapshots;
+mod sweep;
+
+pub use envelope::{envelope, host_platform};
+pub use inner::{
+    availability, LinuxConfig, LinuxProvider, LinuxProviderError, WorkloadUser,
+    MATERIALIZATION_REVISION, PROVIDER_ID, PROVIDER_REVISION,
+};
+pub use instances::INSTANCE_HOSTNAME;
+pub use sweep::{Inventory, ObjectTimes};

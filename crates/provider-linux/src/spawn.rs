@@ -1,0 +1,768 @@
+//! The only code that runs between `fork` and `exec`: starting an
+//! instance's init (pid 1 of a fresh set of namespaces) and entering an
+//! instance to run a command.
+//!
+//! # Shape
+//!
+//! ```text
+//! provider ──fork──▶ C (host)  unshare(mnt pid net uts ipc) ──fork──▶ G: pid 1 of the instance
+//!                     └ writes G's host pid, exits                     mounts, pivot_root, waits
+//!
+//! provider ──fork──▶ C' (host) setns(instance) chroot unshare(pid) ──fork──▶ G': pid 1 of a
+//!   (std Command)     └ mirrors G''s status, forwards signals            nested namespace
+//!                                                                         └ fork ▶ G'': exec
+//! ```
+//!
+//! Every command runs as the child of the pid 1 (G') of a PID namespace of
+//! its own, nested in the instance's: when the command exits, or G' is
+//! killed (C' killed: `PR_SET_PDEATHSIG`), the kernel kills everything
+//! left in that namespace, so neither a background child nor `setsid`
+//! outlives the command. Killing the instance's init kills every process
+//! of the instance and of every nested namespace.
+//!
+//! # Rules for the code here
+//!
+//! The provider is multi-threaded; a forked child only runs system calls
+//! on data prepared before the fork (C strings, descriptors), never
+//! allocates, and ends in `exec` or `_exit`. That is why this module uses
+//! `libc` directly and `unsafe`: each block states what it relies on.
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+/// What a forked child reports through the readiness pipe when a step of
+/// the instance set-up fails: the step and `errno`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SetupFailure {
+    /// Which step (see [`step_name`]).
+    pub(crate) step: u8,
+    /// The `errno` it failed with.
+    pub(crate) errno: i32,
+}
+
+/// The name of a set-up step, for error messages.
+pub(crate) fn step_name(step: u8) -> &'static str {
+    match step {
+        1 => "unshare(mount, pid, net, uts, ipc)",
+        2 => "fork of the instance init",
+        3 => "making the mount tree private",
+        4 => "mounting the root file system",
+        5 => "bind-mounting a mount or the output tree",
+        6 => "remounting a bind read-only",
+        7 => "mounting /proc",
+        8 => "protecting /proc (read-only /proc/sys, masked files)",
+        9 => "mounting /dev",
+        10 => "creating a /dev node",
+        11 => "pivot_root into the root file system",
+        12 => "detaching the old root",
+        13 => "setting the host name",
+        14 => "bringing the loopback interface up",
+        15 => "joining the instance cgroups",
+        _ => "an unknown step",
+    }
+}
+
+/// One bind mount of a provider-owned host directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Bind {
+    /// Host directory.
+    pub(crate) source: CString,
+    /// Mount point (a host path inside the instance's root before
+    /// `pivot_root`).
+    pub(crate) target: CString,
+    /// Remount read-only.
+    pub(crate) read_only: bool,
+}
+
+/// How the instance's root file system is made.
+#[derive(Debug, Clone)]
+pub(crate) enum RootMount {
+    /// An overlay: `data` is `lowerdir=...,upperdir=...,workdir=...`.
+    Overlay {
+        /// Mount point.
+        target: CString,
+        /// Overlay options.
+        data: CString,
+    },
+    /// A private copy bound onto itself (where overlayfs is refused).
+    Copy {
+        /// The copy, also the mount point.
+        target: CString,
+    },
+}
+
+/// Everything the instance init needs, prepared before the fork.
+#[derive(Debug)]
+pub(crate) struct InitPlan {
+    pub(crate) root: RootMount,
+    /// Root path (same as the root mount's target).
+    pub(crate) root_path: CString,
+    pub(crate) binds: Vec<Bind>,
+    /// `<root>/proc`.
+    pub(crate) proc_dir: CString,
+    /// `<root>/proc/sys` and the other read-only /proc paths.
+    pub(crate) proc_read_only: Vec<CString>,
+    /// /proc files masked with /dev/null.
+    pub(crate) proc_masked: Vec<CString>,
+    /// `<root>/dev`.
+    pub(crate) dev_dir: CString,
+    /// (host device, node path inside `<root>/dev`).
+    pub(crate) dev_nodes: Vec<(CString, CString)>,
+    /// (link target, link path inside `<root>/dev`).
+    pub(crate) dev_links: Vec<(CString, CString)>,
+    /// Host `/dev/null`.
+    pub(crate) dev_null: CString,
+    pub(crate) hostname: CString,
+    /// `cgroup.procs` (or `tasks`) files to join, open for writing.
+    pub(crate) cgroups: Vec<OwnedFd>,
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Writes all of `buf` to `fd`; async-signal-safe.
+fn write_all(fd: RawFd, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is a valid slice for its length.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            return;
+        }
+        buf = &buf[n as usize..];
+    }
+}
+
+/// Reads exactly `buf.len()` bytes unless end of file comes first;
+/// returns how many were read.
+fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: the pointer and length stay within `buf`.
+        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        got += n as usize;
+    }
+    got
+}
+
+/// Closes every descriptor from `from` on, except `keep`.
+fn close_from(from: u32, keep: Option<RawFd>) {
+    match keep {
+        Some(k) if k as u32 >= from => {
+            // SAFETY: close_range only closes descriptors.
+            unsafe {
+                if k as u32 > from {
+                    libc::syscall(libc::SYS_close_range, from, k as u32 - 1, 0);
+                }
+                libc::syscall(libc::SYS_close_range, k as u32 + 1, u32::MAX, 0);
+            }
+        }
+        _ => {
+            // SAFETY: as above.
+            unsafe {
+                libc::syscall(libc::SYS_close_range, from, u32::MAX, 0);
+            }
+        }
+    }
+}
+
+fn join_cgroups(cgroups: &[RawFd]) -> Result<(), i32> {
+    for &fd in cgroups {
+        // SAFETY: writes two bytes from a static buffer.
+        let n = unsafe { libc::write(fd, b"0\n".as_ptr().cast(), 2) };
+        if n < 0 {
+            return Err(errno());
+        }
+    }
+    Ok(())
+}
+
+/// The instance's host-side handles, as the parent learns them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StartedInit {
+    /// Host pid of the init (pid 1 inside).
+    pub(crate) pid: i32,
+}
+
+/// Clones the instance init (see the module documentation) and waits until
+/// it is set up. Blocking: call from a blocking task.
+///
+/// The init is this process's own child (the host's pid 1 may not reap
+/// orphans), so [`reap`] collects it after it is killed.
+///
+/// # Errors
+///
+/// The step that failed and its `errno`, or an i/o error of the clone or
+/// the readiness pipe.
+pub(crate) fn start_init(plan: &InitPlan) -> Result<StartedInit, InitError> {
+    let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| InitError::Io(io::Error::from(e)))?;
+    let cgroup_fds: Vec<RawFd> = plan.cgroups.iter().map(AsRawFd::as_raw_fd).collect();
+    let wfd = write_end.as_raw_fd();
+    let flags = libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWIPC;
+    // SAFETY: a fork-like clone (no new stack, no shared memory): the
+    // child only runs `init_child`, which makes system calls on the
+    // prepared plan and never returns.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid < 0 {
+        return Err(InitError::Setup(SetupFailure {
+            step: 1,
+            errno: errno(),
+        }));
+    }
+    if pid == 0 {
+        init_child(plan, &cgroup_fds, wfd);
+    }
+    let pid = pid as i32;
+    drop(write_end);
+    let mut report = [0u8; 5];
+    let got = read_full(read_end.as_raw_fd(), &mut report);
+    if got == 5 && report[0] == 0 {
+        return Ok(StartedInit { pid });
+    }
+    // The child exits after reporting (or died): collect it.
+    reap(pid, true);
+    if got != 5 {
+        return Err(InitError::Io(io::Error::other(
+            "the init exited during set-up without reporting",
+        )));
+    }
+    Err(InitError::Setup(SetupFailure {
+        step: report[0],
+        errno: i32::from_le_bytes([report[1], report[2], report[3], report[4]]),
+    }))
+}
+
+/// Collects the exit of `pid` if it is this process's child (`block`:
+/// wait for it). Returns whether it was collected or is not ours.
+pub(crate) fn reap(pid: i32, block: bool) -> bool {
+    let mut status = 0;
+    let flags = if block { 0 } else { libc::WNOHANG };
+    loop {
+        // SAFETY: waits for one pid; `status` is a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, flags) };
+        if r < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        return r == pid || (r < 0 && errno() == libc::ECHILD);
+    }
+}
+
+/// Why an init could not start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum InitError {
+    /// A set-up step failed inside the child.
+    #[error("{}: {}", step_name(.0.step), io::Error::from_raw_os_error(.0.errno))]
+    Setup(SetupFailure),
+    /// The readiness pipe failed.
+    #[error("starting the init: {0}")]
+    Io(io::Error),
+}
+
+fn g_fail(wfd: RawFd, step: u8) -> ! {
+    let e = errno();
+    let mut msg = [0u8; 5];
+    msg[0] = step;
+    msg[1..].copy_from_slice(&e.to_le_bytes());
+    write_all(wfd, &msg);
+    // SAFETY: ends the forked child.
+    unsafe { libc::_exit(1) }
+}
+
+fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> bool {
+    let p = |c: Option<&CStr>| c.map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is a NUL-terminated string or null.
+    unsafe { libc::mount(p(source), target.as_ptr(), p(fstype), flags, p(data).cast()) == 0 }
+}
+
+/// Brings `lo` up in the current network namespace.
+fn loopback_up() -> bool {
+    // SAFETY: a datagram socket and two ioctls on a zeroed `ifreq` naming
+    // "lo"; the socket is closed after.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return false;
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        req.ifr_name[0] = b'l' as libc::c_char;
+        req.ifr_name[1] = b'o' as libc::c_char;
+        let mut ok = libc::ioctl(s, libc::SIOCGIFFLAGS, &mut req) == 0;
+        if ok {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            ok = libc::ioctl(s, libc::SIOCSIFFLAGS, &req) == 0;
+        }
+        libc::close(s);
+        ok
+    }
+}
+
+/// G: pid 1 of the instance. Joins the cgroups, builds the mount tree,
+/// pivots into the root, reports readiness and reaps orphans until it is
+/// killed. Never returns.
+fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
+    // SAFETY (whole function): system calls on prepared C strings.
+    unsafe {
+        if join_cgroups(cgroups).is_err() {
+            g_fail(wfd, 15);
+        }
+        let root = c"/";
+        if !mount(None, root, None, libc::MS_REC | libc::MS_PRIVATE, None) {
+            g_fail(wfd, 3);
+        }
+        match &plan.root {
+            RootMount::Overlay { target, data } => {
+                let overlay = c"overlay";
+                if !mount(
+                    Some(overlay),
+                    target,
+                    Some(overlay),
+                    0,
+                    Some(data.as_c_str()),
+                ) {
+                    g_fail(wfd, 4);
+                }
+            }
+            RootMount::Copy { target } => {
+                if !mount(
+                    Some(target),
+                    target,
+                    None,
+                    libc::MS_BIND | libc::MS_REC,
+                    None,
+                ) {
+                    g_fail(wfd, 4);
+                }
+            }
+        }
+        for b in &plan.binds {
+            if !mount(
+                Some(&b.source),
+                &b.target,
+                None,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            ) {
+                g_fail(wfd, 5);
+            }
+            let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV;
+            if b.read_only {
+                flags |= libc::MS_RDONLY;
+            }
+            if !mount(None, &b.target, None, flags, None) {
+                g_fail(wfd, 6);
+            }
+        }
+        let proc_fs = c"proc";
+        if !mount(
+            Some(proc_fs),
+            &plan.proc_dir,
+            Some(proc_fs),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+        ) {
+            g_fail(wfd, 7);
+        }
+        for p in &plan.proc_read_only {
+            // A path this kernel does not have needs no protection.
+            if libc::access(p.as_ptr(), libc::F_OK) != 0 {
+                continue;
+            }
+            if !mount(Some(p), p, None, libc::MS_BIND | libc::MS_REC, None) {
+                g_fail(wfd, 8);
+            }
+            let flags = libc::MS_BIND
+                | libc::MS_REMOUNT
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV
+                | libc::MS_NOEXEC;
+            if !mount(None, p, None, flags, None) {
+                g_fail(wfd, 8);
+            }
+        }
+        for p in &plan.proc_masked {
+            // A file that does not exist on this kernel needs no mask.
+            if libc::access(p.as_ptr(), libc::F_OK) == 0
+                && !mount(Some(&plan.dev_null), p, None, libc::MS_BIND, None)
+            {
+                g_fail(wfd, 8);
+            }
+        }
+        let tmpfs = c"tmpfs";
+        let dev_opts = c"mode=755,size=65536k";
+        if !mount(
+            Some(tmpfs),
+            &plan.dev_dir,
+            Some(tmpfs),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            Some(dev_opts),
+        ) {
+            g_fail(wfd, 9);
+        }
+        for (host, node) in &plan.dev_nodes {
+            let fd = libc::open(
+                node.as_ptr(),
+                libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o666,
+            );
+            if fd < 0 {
+                g_fail(wfd, 10);
+            }
+            libc::close(fd);
+            if !mount(Some(host), node, None, libc::MS_BIND, None) {
+                g_fail(wfd, 10);
+            }
+        }
+        for (target, link) in &plan.dev_links {
+            if libc::symlink(target.as_ptr(), link.as_ptr()) != 0 {
+                g_fail(wfd, 10);
+            }
+        }
+        if libc::chdir(plan.root_path.as_ptr()) != 0 {
+            g_fail(wfd, 11);
+        }
+        let dot = c".";
+        if libc::syscall(libc::SYS_pivot_root, dot.as_ptr(), dot.as_ptr()) != 0 {
+            g_fail(wfd, 11);
+        }
+        if libc::umount2(dot.as_ptr(), libc::MNT_DETACH) != 0 {
+            g_fail(wfd, 12);
+        }
+        if libc::chdir(root.as_ptr()) != 0 {
+            g_fail(wfd, 12);
+        }
+        let host = plan.hostname.as_bytes();
+        if libc::sethostname(host.as_ptr().cast(), host.len()) != 0 {
+            g_fail(wfd, 13);
+        }
+        if !loopback_up() {
+            g_fail(wfd, 14);
+        }
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        // Every signal blocked: the init only waits for children.
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+        write_all(wfd, &[0, 0, 0, 0, 0]);
+        close_from(0, None);
+        let mut chld: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+        loop {
+            let mut status = 0;
+            while libc::waitpid(-1, &mut status, libc::WNOHANG) > 0 {}
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::sigwaitinfo(&chld, &mut info);
+        }
+    }
+}
+
+/// Everything a command needs to enter an instance, prepared before the
+/// fork. Descriptors are `O_CLOEXEC`: a successful `exec` closes them.
+#[derive(Debug)]
+pub(crate) struct EnterPlan {
+    /// `/proc/<init>/ns/{ipc,uts,net,pid,mnt}`, in that order.
+    pub(crate) namespaces: Vec<OwnedFd>,
+    /// `/proc/<init>/root`.
+    pub(crate) root: OwnedFd,
+    /// `cgroup.procs` (or `tasks`) files to join.
+    pub(crate) cgroups: Vec<OwnedFd>,
+    /// Working directory inside the instance.
+    pub(crate) working_directory: CString,
+    /// Messages written to stderr (then exit 126) when `chdir` fails with
+    /// ENOENT, ENOTDIR, EACCES or anything else.
+    pub(crate) chdir_messages: [Vec<u8>; 4],
+    /// The workload's uid and gid.
+    pub(crate) uid: u32,
+    /// The compiled seccomp filter.
+    pub(crate) seccomp: seccompiler::BpfProgram,
+}
+
+/// Base of the `errno` values [`enter`] reports for its own failures:
+/// `ENTER_FAILURE_BASE + step * 1000 + errno`, so that they are never
+/// taken for the program's `exec` failure (a plain `errno`).
+pub(crate) const ENTER_FAILURE_BASE: i32 = 1_000_000;
+
+/// The name of a step of [`enter`], for error messages.
+pub(crate) fn enter_step_name(step: i32) -> &'static str {
+    match step {
+        1 => "joining the instance cgroups",
+        2 => "setns into the instance",
+        3 => "chroot into the instance root",
+        4 => "unshare of the command's pid namespace",
+        5 => "fork of the command's supervisor",
+        6 => "dropping to the workload user",
+        7 => "dropping capabilities",
+        8 => "no_new_privs",
+        9 => "the seccomp filter",
+        _ => "an unknown step",
+    }
+}
+
+fn enter_error(step: i32) -> io::Error {
+    let e = errno().clamp(0, 999);
+    io::Error::from_raw_os_error(ENTER_FAILURE_BASE + step * 1000 + e)
+}
+
+/// Signals C' and G' forward to the command.
+const FORWARDED: [libc::c_int; 6] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+fn wait_set() -> libc::sigset_t {
+    // SAFETY: initialises a local signal set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        for s in FORWARDED {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Waits for `child`, forwarding the forwarded signals to it; returns its
+/// wait status.
+fn supervise(child: libc::pid_t) -> libc::c_int {
+    let set = wait_set();
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for our own child; `status` is a local.
+        let r = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
+        if r == child {
+            return status;
+        }
+        if r < 0 && errno() != libc::EINTR {
+            return 0;
+        }
+        // SAFETY: `info` is a local; the signals waited for are blocked.
+        let sig = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::sigwaitinfo(&set, &mut info)
+        };
+        if sig > 0 && sig != libc::SIGCHLD {
+            // SAFETY: forwards a signal to our own child.
+            unsafe { libc::kill(child, sig) };
+        }
+    }
+}
+
+/// Ends the calling process the way `status` says its child ended.
+fn mirror(status: libc::c_int) -> ! {
+    // SAFETY: resets one signal's disposition, unblocks it and raises it;
+    // `_exit` otherwise.
+    unsafe {
+        if libc::WIFSIGNALED(status) {
+            let sig = libc::WTERMSIG(status);
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), sig);
+            libc::_exit(128 + sig);
+        }
+        libc::_exit(libc::WEXITSTATUS(status))
+    }
+}
+
+fn block_forwarded() {
+    let set = wait_set();
+    // SAFETY: changes this process's signal mask.
+    unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+fn unblock_all() {
+    // SAFETY: changes this process's signal mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+}
+
+/// The `pre_exec` body of a command: runs in C' (forked by
+/// `std::process::Command` after it set up stdio), enters the instance and
+/// forks twice; only G'' returns, to let `Command` exec the program.
+///
+/// # Errors
+///
+/// An `errno` from `setns`, `chroot`, `unshare` or `fork`, which
+/// `Command::spawn` reports.
+pub(crate) fn enter(plan: &EnterPlan) -> io::Result<()> {
+    // SAFETY (whole function): system calls on descriptors and buffers
+    // prepared before the fork.
+    unsafe {
+        for fd in &plan.cgroups {
+            if libc::write(fd.as_raw_fd(), b"0\n".as_ptr().cast(), 2) < 0 {
+                return Err(enter_error(1));
+            }
+        }
+        for fd in &plan.namespaces {
+            if libc::setns(fd.as_raw_fd(), 0) != 0 {
+                return Err(enter_error(2));
+            }
+        }
+        if libc::fchdir(plan.root.as_raw_fd()) != 0 || libc::chroot(c".".as_ptr()) != 0 {
+            return Err(enter_error(3));
+        }
+        block_forwarded();
+        let g1 = libc::fork();
+        if g1 < 0 {
+            return Err(enter_error(5));
+        }
+        if g1 > 0 {
+            // C': keep nothing of the command's stdio or of `Command`'s
+            // error pipe, so end of file and spawn's answer come from the
+            // command alone.
+            close_from(0, None);
+            mirror(supervise(g1));
+        }
+        // G1: in the instance's PID namespace; the next child is pid 1 of
+        // a namespace nested in it.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        if libc::unshare(libc::CLONE_NEWPID) != 0 {
+            return Err(enter_error(4));
+        }
+        let mut status_pipe = [0; 2];
+        if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(enter_error(5));
+        }
+        let g2 = libc::fork();
+        if g2 < 0 {
+            return Err(enter_error(5));
+        }
+        if g2 > 0 {
+            close_from(0, Some(status_pipe[0]));
+            let status = supervise(g2);
+            let mut buf = [0u8; 4];
+            let got = read_full(status_pipe[0], &mut buf);
+            mirror(if got == 4 {
+                i32::from_le_bytes(buf)
+            } else {
+                status
+            });
+        }
+        // G2: pid 1 of the command's own PID namespace.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        libc::close(status_pipe[0]);
+        let g3 = libc::fork();
+        if g3 < 0 {
+            return Err(enter_error(5));
+        }
+        if g3 > 0 {
+            close_from(0, Some(status_pipe[1]));
+            let status = supervise(g3);
+            write_all(status_pipe[1], &status.to_le_bytes());
+            // Returning ends the namespace, and with it anything the
+            // command left behind.
+            libc::_exit(0);
+        }
+        // G3: the command.
+        libc::close(status_pipe[1]);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        unblock_all();
+        if libc::chdir(plan.working_directory.as_ptr()) != 0 {
+            let msg = match errno() {
+                libc::ENOENT => &plan.chdir_messages[0],
+                libc::ENOTDIR => &plan.chdir_messages[1],
+                libc::EACCES => &plan.chdir_messages[2],
+                _ => &plan.chdir_messages[3],
+            };
+            write_all(2, msg);
+            libc::_exit(126);
+        }
+        for cap in 0..=libc::c_ulong::from(63u8) {
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+        let gid = plan.uid;
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setresgid(gid, gid, gid) != 0
+            || libc::setresuid(plan.uid, plan.uid, plan.uid) != 0
+        {
+            return Err(enter_error(6));
+        }
+        // No capability survives, for uid 0 too (setuid(0) keeps them).
+        #[repr(C)]
+        struct CapHeader {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        struct CapData {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let header = CapHeader {
+            version: 0x2008_0522,
+            pid: 0,
+        };
+        let data = [
+            CapData {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+            CapData {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            return Err(enter_error(7));
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(enter_error(8));
+        }
+        if seccompiler::apply_filter(&plan.seccomp).is_err() {
+            return Err(enter_error(9));
+        }
+        Ok(())
+    }
+}

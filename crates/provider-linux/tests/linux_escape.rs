@@ -1,0 +1,337 @@
+//! A workload that is root inside (uid 0, every capability dropped,
+//! `no_new_privs`, the seccomp filter) cannot see host processes, read
+//! host files outside its mounts, reach any network in `none` mode,
+//! remount, ptrace, or use /proc or /sys to reach the host. Each probe is
+//! also run on the host (the positive control) where it must detect what
+//! it looks for, so a probe that can never fire does not pass for a wall.
+//!
+//! Needs root (namespaces, mounts, cgroups): without it each test prints
+//! a `SKIP` line, except under `CI=true`, where it fails.
+
+// The tests write and check host files by path.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use checkfu_sandbox_conformance::ConformanceTarget;
+use checkfu_sandbox_contract::*;
+use checkfu_sandbox_linux::conformance::LinuxTarget;
+use checkfu_sandbox_linux::WorkloadUser;
+
+struct Sandbox {
+    target: LinuxTarget,
+    id: String,
+}
+
+impl Sandbox {
+    async fn start(name: &str) -> Option<Sandbox> {
+        if !common::available_or_skip(name) {
+            return None;
+        }
+        let target = LinuxTarget::with_user(&common::busybox(), WorkloadUser::Root, &mut |l| {
+            eprintln!("{l}")
+        })
+        .await
+        .expect("target");
+        let p = target.linux_provider();
+        let env = checkfu_sandbox_linux::envelope();
+        let request = SandboxProvisionRequest {
+            provider: "linux".into(),
+            placement: env.placement,
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            run_id: "r".into(),
+            attempt_id: "a".into(),
+            lease_id: "l".into(),
+            lease_epoch: 1,
+            target: Tier::Container,
+            profile: SandboxProfile {
+                profile_id: "p".into(),
+                profile_version: 1,
+                profile_digest: Digest::parse(&format!("sha256:{}", "b".repeat(64))).unwrap(),
+                retention: RetentionMode::EphemeralZdr,
+                network_policy: NetworkPolicy::None,
+                max_duration_seconds: 600,
+                resources: Resources {
+                    pids: Some(64),
+                    memory_bytes: Some(128 << 20),
+                    ..Resources::default()
+                },
+                packages: vec![],
+            },
+            platform: env.platforms[0],
+            root_image: target.root_image(),
+            mounts: vec![
+                SandboxMount {
+                    path: "/src".into(),
+                    access: MountAccess::ReadOnly,
+                },
+                SandboxMount {
+                    path: "/work".into(),
+                    access: MountAccess::ReadWrite,
+                },
+            ],
+            expires_at: SystemClock.now().add_seconds(3600),
+        };
+        let id = p
+            .provision(request)
+            .await
+            .expect("provision")
+            .value
+            .instance_id;
+        p.write_file(WriteFileRequest {
+            instance_id: id.clone(),
+            path: "/src/data.txt".into(),
+            content_base64: Bytes(b"read-only data".to_vec()),
+            mode: None,
+        })
+        .await
+        .expect("stage");
+        p.activate(ActivateRequest {
+            instance_id: id.clone(),
+        })
+        .await
+        .expect("activate");
+        Some(Sandbox { target, id })
+    }
+
+    /// Runs `sh -c script` inside; (exit code, stdout, stderr).
+    async fn sh(&self, script: &str) -> (u8, String, String) {
+        let r = self
+            .target
+            .linux_provider()
+            .execute(ExecuteRequest {
+                instance_id: self.id.clone(),
+                command: SandboxCommand {
+                    executable: "sh".into(),
+                    arguments: vec!["-c".into(), script.into()],
+                    working_directory: "/".into(),
+                    environment: Default::default(),
+                    stdin_base64: None,
+                    timeout_seconds: 30,
+                    output_limit_bytes: 1 << 20,
+                },
+            })
+            .await
+            .expect("execute");
+        let ExitCause::ExitCode(code) = r.exit else {
+            panic!("{script}: {:?}", r.exit)
+        };
+        (
+            code,
+            String::from_utf8_lossy(&r.stdout_base64.0).into_owned(),
+            String::from_utf8_lossy(&r.stderr_base64.0).into_owned(),
+        )
+    }
+
+    async fn close(self) {
+        let scope = self.target.scope().to_owned();
+        self.target.close().await.expect("nothing left");
+        assert_eq!(common::processes_in_scope(&scope), Vec::<i32>::new());
+        assert!(common::scope_cgroups(&scope).is_empty());
+    }
+}
+
+/// Runs `sh -c script` on the host with the same busybox (the positive
+/// control); its stdout.
+fn host_sh(script: &str) -> String {
+    let bb = std::fs::canonicalize(common::busybox())
+        .unwrap_or_else(|_| dirs_cache_busybox().expect("a busybox for the positive control"));
+    let out = std::process::Command::new(bb)
+        .args(["sh", "-c", script])
+        .output()
+        .expect("host busybox runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn dirs_cache_busybox() -> Option<std::path::PathBuf> {
+    let home = std::env::var_os("CHECKFU_CACHE_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache/checkfu"))
+        })?;
+    let p = home.join("busybox-static/root/bin/busybox");
+    p.exists().then_some(p)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_workload_runs_without_capabilities_under_seccomp() {
+    let Some(s) = Sandbox::start("linux_escape_privileges").await else {
+        return;
+    };
+    let (code, out, _) = s
+        .sh("id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status")
+        .await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("0\n"), "root inside: {out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert!(out.contains("CapBnd:\t0000000000000000"), "{out}");
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(out.contains("Seccomp:\t2"), "{out}");
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_processes_are_invisible() {
+    let Some(s) = Sandbox::start("linux_escape_processes").await else {
+        return;
+    };
+    // A host process with a marker only it carries.
+    let mut marker = std::process::Command::new("sleep")
+        .arg("314159")
+        .spawn()
+        .expect("sleep");
+    let probe =
+        "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; echo; ls /proc | grep -c '^[0-9]'";
+    let control = host_sh(probe);
+    assert!(
+        control.contains("314159"),
+        "the probe sees host processes on the host: {control}"
+    );
+    let (_, out, _) = s.sh(probe).await;
+    marker.kill().ok();
+    marker.wait().ok();
+    assert!(!out.contains("314159"), "a host process is visible: {out}");
+    let visible: usize = out.lines().last().unwrap().trim().parse().unwrap();
+    assert!(
+        visible <= 8,
+        "more processes than the instance's own: {out}"
+    );
+    // Nothing to signal outside either: pid 1 is the instance's init.
+    let (code, _, _) = s.sh("kill -0 1 && kill -9 1; kill -0 1").await;
+    assert_eq!(code, 0, "the init ignores signals from inside and stays");
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_files_outside_the_mounts_are_unreachable() {
+    let Some(s) = Sandbox::start("linux_escape_files").await else {
+        return;
+    };
+    // A secret on the host, beside the provider's own state.
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("host-secret-2718");
+    std::fs::write(&secret, "host secret").unwrap();
+    let path = secret.to_str().unwrap();
+    let probe = format!(
+        "cat {path} 2>/dev/null; cat /proc/1/root{path} 2>/dev/null; \
+find / -name host-secret-2718 2>/dev/null; \
+cd /proc/self/root && cd ../../../.. && cat .{path} 2>/dev/null; true"
+    );
+    assert!(
+        host_sh(&probe).contains("host secret"),
+        "the probe reads it on the host"
+    );
+    let (_, out, _) = s.sh(&probe).await;
+    assert!(
+        !out.contains("host secret") && !out.contains("host-secret"),
+        "{out}"
+    );
+    // The state directory (and its records) is not there either.
+    let state = s.target.state_dir().to_str().unwrap().to_owned();
+    let (code, _, _) = s.sh(&format!("ls {state}")).await;
+    assert_ne!(code, 0);
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_none_reaches_nothing() {
+    let Some(s) = Sandbox::start("linux_escape_network").await else {
+        return;
+    };
+    let listener = s.target.start_listener().await.unwrap();
+    let probe = format!(
+        "nc -w 2 {} {} </dev/null; cat /proc/net/dev",
+        listener.host, listener.port
+    );
+    assert!(
+        host_sh(&probe).contains(&listener.token),
+        "the probe reaches it from the host"
+    );
+    let (_, out, _) = s.sh(&probe).await;
+    s.target.stop_listener(&listener).await;
+    assert!(!out.contains(&listener.token), "{out}");
+    let interfaces: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(i, _)| i.trim()))
+        .filter(|i| !i.contains('|'))
+        .collect();
+    assert_eq!(interfaces, vec!["lo"], "{out}");
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_remount_ptrace_proc_or_sys_way_out() {
+    let Some(s) = Sandbox::start("linux_escape_kernel").await else {
+        return;
+    };
+    for (what, script) in [
+        ("remount a read-only mount", "mount -o remount,rw /src"),
+        ("write a read-only mount", "echo x > /src/data.txt"),
+        (
+            "mount a new proc",
+            "mkdir -p /tmp/p && mount -t proc proc /tmp/p",
+        ),
+        (
+            "mount the host's disk",
+            "mount /dev/vda /tmp/p || mount -t tmpfs t /tmp/p",
+        ),
+        ("unmount /proc", "umount /proc"),
+        ("chroot", "chroot / true"),
+        ("unshare a namespace", "unshare -m true"),
+        ("write a sysctl", "echo 1 > /proc/sys/kernel/sysrq"),
+        (
+            "write the core pattern",
+            "echo '|/tmp/x' > /proc/sys/kernel/core_pattern",
+        ),
+        ("sysrq", "echo h > /proc/sysrq-trigger"),
+        (
+            "read kernel memory",
+            "test -s /proc/kcore && head -c 1 /proc/kcore | grep -q .",
+        ),
+        (
+            "read the init's memory (ptrace access)",
+            "head -c 1 /proc/1/mem",
+        ),
+        (
+            "a device node",
+            "mknod /tmp/sda b 8 0 && head -c 1 /tmp/sda",
+        ),
+        ("the host name", "hostname evil"),
+        ("anything in /sys", "test -n \"$(ls -A /sys)\""),
+    ] {
+        let (code, out, err) = s.sh(script).await;
+        assert_ne!(code, 0, "{what}: `{script}` succeeded: {out} {err}");
+    }
+    let (_, out, _) = s.sh("cat /src/data.txt; hostname").await;
+    assert_eq!(out, "read-only datacheckfu\n");
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cgroup_limits_hold_the_workload() {
+    let Some(s) = Sandbox::start("linux_escape_limits").await else {
+        return;
+    };
+    // pids: 64 at most; a fork bomb (in a subshell, which dies at the
+    // first refused fork) stops there and the instance lives on.
+    let (code, out, err) = s
+        .sh("(i=0; while [ $i -lt 200 ]; do sleep 5 & i=$((i+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo $#")
+        .await;
+    let n: usize = out
+        .trim()
+        .lines()
+        .last()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("exit {code}: {out} / {}", &err[..err.len().min(2000)]));
+    assert!(n > 8, "the bomb started processes: {out}");
+    assert!(n <= 64, "{n} processes under a limit of 64");
+    // memory: 128 MiB; holding 256 MiB (sort keeps its input) is killed
+    // (the host has no swap to spill into; with swap the limit would
+    // still hold, more slowly).
+    let (code, _, _) = s.sh("head -c 268435456 /dev/zero | sort >/dev/null").await;
+    assert_ne!(code, 0, "256 MiB held in memory under a 128 MiB limit");
+    let (code, out, _) = s.sh("echo alive").await;
+    assert_eq!((code, out.as_str()), (0, "alive\n"));
+    s.close().await;
+}
