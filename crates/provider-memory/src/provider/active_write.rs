@@ -345,7 +345,7 @@ fn stage(fs: &mut Fs, root: &str, files: &[ActiveWriteFile]) -> Result<(), Strin
         for i in 1..rel.len() {
             match fs.walk(root_comps.clone(), rel[..i].to_vec(), true, Some(depth)) {
                 Ok((p, None)) => {
-                    fs.insert(&crate::fs::join(&p), FsNode::Directory);
+                    fs.insert(crate::fs::join(&p), FsNode::Directory);
                     parent = p;
                 }
                 Ok((p, Some(FsNode::Directory))) => parent = p,
