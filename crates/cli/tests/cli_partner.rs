@@ -176,6 +176,11 @@ fn add_enrolls_under_a_ceiling_reporting_cuts_then_list_and_remove() {
     assert_eq!(code(&o), 0, "{}", describe(&o));
     assert!(stdout(&o).starts_with("acme\tcommand "), "{}", describe(&o));
     assert!(stdout(&o).contains("advisory_filter"), "{}", describe(&o));
+    // A built-in provider's id cannot be taken.
+    for builtin in ["memory", "docker", "linux"] {
+        let o = add(&s, &registry, builtin, None);
+        assert_one_line_failure(&o, 2, &["names a built-in provider"]);
+    }
     // Enrolled twice: refused.
     let o = add(&s, &registry, "acme", None);
     assert_one_line_failure(&o, 1, &["already enrolled"]);

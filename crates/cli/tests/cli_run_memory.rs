@@ -192,7 +192,8 @@ fn bad_input_fails_with_one_line_naming_it() {
     let o = output(run_memory(&["--env", "NOEQUALS", "--", "true"]));
     assert_one_line_failure(&o, 2, &["--env NOEQUALS"]);
     let o = output(run_memory(&["--output-limit", "99999999999", "--", "true"]));
-    assert_one_line_failure(&o, 125, &["field command.output_limit_bytes"]);
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(stderr(&o).contains("--output-limit"), "{}", describe(&o));
     let o = output(checkfu().args(["sandbox", "run", "--image", "demo:1", "true"]));
     assert_eq!(code(&o), 2, "the command needs --: {}", describe(&o));
 }
@@ -428,6 +429,16 @@ fn a_zero_timeout_and_a_relative_workdir_are_usage_errors() {
     assert_one_line_failure(&o, 2, &["--timeout 0"]);
     let o = output(run_memory(&["--workdir", "src", "--", "true"]));
     assert_one_line_failure(&o, 2, &["--workdir src", "absolute"]);
+}
+
+#[test]
+fn an_output_limit_over_16_mib_and_a_bad_mount_mode_are_usage_errors() {
+    let o = output(run_memory(&["--output-limit", "16777217", "--", "true"]));
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(stderr(&o).contains("--output-limit"), "{}", describe(&o));
+    assert!(stderr(&o).contains("16777217"), "{}", describe(&o));
+    let o = output(run_memory(&["--mount", "data:/d:xx", "--", "true"]));
+    assert_one_line_failure(&o, 2, &["--mount data:/d:xx", "ro or rw", "\"xx\""]);
 }
 
 #[test]

@@ -19,6 +19,10 @@ fn memory_suite_passes_and_an_injected_fault_fails_it() {
     assert_eq!(code(&o), 1, "{}", describe(&o));
     let o = output(checkfu().args(["sandbox", "test", "--inject", "no-such-fault"]));
     assert_eq!(code(&o), 2, "{}", describe(&o));
+    // A zero case deadline would time every case out: a usage error.
+    let o = output(checkfu().args(["sandbox", "test", "--case-timeout", "0"]));
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(stderr(&o).contains("--case-timeout"), "{}", describe(&o));
 }
 
 #[test]

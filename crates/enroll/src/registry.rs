@@ -108,6 +108,10 @@ impl From<Entry> for RawEntry {
     }
 }
 
+/// The ids of the providers built into checkfu (`--provider memory`,
+/// `docker`, `linux`): no enrolled provider may take one.
+pub const BUILTIN_IDS: [&str; 3] = ["memory", "docker", "linux"];
+
 /// Checks an id: 1..=64 of ASCII letters, digits, `-`, `_`, `.`, and not
 /// `memory` or `docker` (the built-in providers).
 ///
@@ -124,7 +128,7 @@ pub fn check_id(id: &str) -> Result<(), String> {
             "id {id:?}: expected 1 to 64 ASCII letters, digits, '-', '_' or '.'"
         ));
     }
-    if matches!(id, "memory" | "docker") {
+    if BUILTIN_IDS.contains(&id) {
         return Err(format!("id {id:?}: names a built-in provider"));
     }
     Ok(())

@@ -370,6 +370,9 @@ impl SandboxProvider for NoAllowlist {
     fn open_process(&self) -> Option<&dyn OpenProcessMember> {
         self.0.open_process()
     }
+    fn begin_active_write(&self) -> Option<&dyn ActiveWriteMember> {
+        self.0.begin_active_write()
+    }
 }
 
 /// The memory target, every token declared, behind [`NoAllowlist`].

@@ -104,6 +104,16 @@ pub fn add(args: AddArgs) -> ExitCode {
 fn try_add(args: &AddArgs) -> Result<ExitCode, Failure> {
     registry::check_id(&args.id).map_err(|m| Failure::usage(format!("--id: {m}")))?;
     let served = args.served.choice()?;
+    if !matches!(
+        served,
+        ProviderChoice::Command { .. } | ProviderChoice::Socket(_)
+    ) {
+        // Refused before the provider starts: an image provider cannot be
+        // enrolled yet (docs/partner-guide.md).
+        return Err(Failure::usage(
+            "expected --provider-cmd or --provider-socket (an image provider cannot be enrolled yet)",
+        ));
+    }
     let path = args.registry.path();
     let mut reg = Registry::load(&path).map_err(|e| Failure::checkfu(e.to_string()))?;
     if reg.get(&args.id).is_some() {

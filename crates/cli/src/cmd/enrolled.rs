@@ -24,7 +24,7 @@ pub fn lookup(id: &str, path: &Path) -> Result<(ProviderChoice, Enrollment), Fai
     let Some(entry) = reg.get(id) else {
         let known: Vec<&str> = reg.providers.iter().map(|e| e.id.as_str()).collect();
         return Err(Failure::usage(format!(
-            "--provider: expected memory, docker or an enrolled id ({}), actual {id:?} (registry {})",
+            "--provider: expected memory, docker, linux or an enrolled id ({}), actual {id:?} (registry {})",
             if known.is_empty() {
                 "none enrolled".to_owned()
             } else {

@@ -75,7 +75,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub timeout: u32,
     /// Bound on each of stdout and stderr, in bytes (at most 16 MiB; not with --prompt).
-    #[arg(long = "output-limit", value_name = "BYTES", default_value_t = MAX_OUTPUT_LIMIT_BYTES, conflicts_with = "prompt")]
+    #[arg(long = "output-limit", value_name = "BYTES", default_value_t = MAX_OUTPUT_LIMIT_BYTES, conflicts_with = "prompt", value_parser = clap::value_parser!(u64).range(..=MAX_OUTPUT_LIMIT_BYTES))]
     pub output_limit: u64,
     /// Most processes in the sandbox (default 1024 where the provider enforces a limit).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]

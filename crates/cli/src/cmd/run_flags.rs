@@ -81,6 +81,12 @@ pub fn parse_mount(text: &str) -> Result<(PathBuf, String, MountAccess), Failure
         _ => (text, MountAccess::ReadWrite),
     };
     let (host, path) = rest.rsplit_once(':').ok_or_else(usage)?;
+    if !path.starts_with('/') && host.contains(':') {
+        // HOST_DIR:PATH:MODE with a mode that is neither ro nor rw.
+        return Err(Failure::usage(format!(
+            "--mount {text}: expected the mode ro or rw after the PATH, actual {path:?}"
+        )));
+    }
     if host.is_empty() || !path.starts_with('/') {
         return Err(usage());
     }

@@ -58,8 +58,8 @@ pub struct TestArgs {
     /// Write the signed evidence (a DSSE envelope over an in-toto Statement v1) to FILE; needs --sign.
     #[arg(long, value_name = "FILE", requires = "sign")]
     pub evidence: Option<PathBuf>,
-    /// Each case's deadline, in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 180)]
+    /// Each case's deadline, in seconds (at least 1).
+    #[arg(long, value_name = "SECONDS", default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..))]
     pub case_timeout: u64,
 }
 
