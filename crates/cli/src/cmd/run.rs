@@ -41,7 +41,7 @@ with its size, the rest is copied. The default mount access is rw. A Git mount i
 read-only.
 
 Resources: --pids defaults to 1024 on a provider that enforces a process limit
-(docker; the memory oracle enforces none, so it gets no default). A limit the provider
+(docker, linux; the memory oracle enforces none, so it gets no default). A limit the provider
 does not enforce is refused before anything is provisioned.
 
 Exit status: the workload's own status; 124 when it ran past --timeout; 128+N when
