@@ -324,6 +324,11 @@ impl Adapter {
     /// outlive their callers (a cancelled caller's acquisition and its
     /// rollback) to settle; true when they all did. A process about to exit
     /// after an interruption calls this so that nothing is stranded.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping it stops only the waiting. The tracker is then
+    /// left closed, which only lets a later wait end as soon as it is empty;
+    /// tracked tasks still run and new ones are still spawned.
     pub async fn settle(&self, bound: Duration) -> bool {
         let tasks = &self.shared.tasks;
         tasks.close();
@@ -498,6 +503,15 @@ impl Adapter {
     /// provider's error; or `SandboxProtocolInvalid{operation:
     /// instance_identity}` for each of the 21 checks that fails, after the
     /// rollback has run once (a rollback failure is appended).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe (decision 009): dropped while the provider's provision is
+    /// pending, the call runs on in a task of the adapter's tracker and a
+    /// value nobody takes any more is rolled back there, once, under the
+    /// rollback bound. Dropped while a refused value's rollback runs,
+    /// that rollback still completes in its own task. Between the value's
+    /// arrival and the record's update nothing is awaited, so the record
+    /// never holds a value the provider was told to roll back.
     pub async fn provision(&self, request: SandboxProvisionRequest) -> Res<SandboxInstance> {
         self.admit_request(op::PROVISION, &request)?;
         let (provider, req) = (self.shared.provider.clone(), request.clone());
@@ -568,6 +582,11 @@ impl Adapter {
     /// `path_not_admitted` for a bad path; `SandboxLifecycleConflict{
     /// write_file, expected: provisioning, actual: active}` for a mount path
     /// after activation; the provider's error.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe: the provider's writeFile is dropped with this future,
+    /// so the file may or may not have been written. The runtime records
+    /// nothing for a write, so a repeat with the same bytes settles it.
     pub async fn write_file(
         &self,
         instance_id: &str,
@@ -586,6 +605,9 @@ impl Adapter {
     /// # Errors
     /// As [`Adapter::write_file`]; `invalid_request{write_file, mode}` for
     /// bits over `0o777`.
+    ///
+    /// # Cancel safety
+    /// As [`Adapter::write_file`].
     pub async fn write_file_mode(
         &self,
         instance_id: &str,
@@ -654,6 +676,18 @@ impl Adapter {
     /// Lifecycle and network admission; the provider's error;
     /// `instance_identity` mismatches (21 checks plus an unchanged
     /// `instance_id`) after the activation's rollback ran once.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe (decision 009): dropped while the provider's activate is
+    /// pending, the call runs on in a task of the adapter's tracker and a
+    /// value nobody takes any more is rolled back there, once, under the
+    /// rollback bound;
+    /// the instance's in-flight marker is held until that settles, so a
+    /// repeat meanwhile is refused as a lifecycle conflict. Dropped while a refused value's rollback runs,
+    /// that rollback still completes in its own task. Between the value's
+    /// arrival and the record's update nothing is awaited, so the record
+    /// never holds a value the provider was told to roll back.; the
+    /// record stays `provisioning` unless the value was taken.
     pub async fn activate(&self, instance_id: &str) -> Res<SandboxInstance> {
         let (rec, mark) = self.claim(
             op::ACTIVATE,
@@ -711,6 +745,12 @@ impl Adapter {
     /// (`SandboxOutputLimitExceeded` included); `SandboxProtocolInvalid{
     /// execute}` for a stream over the limit or `finished_at` before
     /// `started_at`.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe: the provider's execute is dropped with this future
+    /// (over the wire, a `$/cancel` aborts it on the server). What happens to
+    /// the running command is the provider's; the runtime records nothing for
+    /// it, and destroying the instance ends it.
     pub async fn execute(
         &self,
         instance_id: &str,
@@ -757,6 +797,10 @@ impl Adapter {
     /// `path_not_admitted`; the provider's error (`outside_root`,
     /// `not_found`, `SandboxFileTooLarge`, ...); `SandboxProtocolInvalid{
     /// read_file}` for content over `maximum_bytes` or a different path.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing; the provider's call is dropped
+    /// with the future.
     pub async fn read_file(
         &self,
         instance_id: &str,
@@ -814,6 +858,10 @@ impl Adapter {
     /// an aggregate over 128 MiB; path admission; the provider's error;
     /// `SandboxProtocolInvalid{read_files}` for a result that is short,
     /// long, out of order, over a member's or the group's budget.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: reads only (the native member or sequential readFile
+    /// calls); the provider's call in progress is dropped with the future.
     pub async fn read_files(
         &self,
         instance_id: &str,
@@ -958,6 +1006,10 @@ impl Adapter {
     /// `invalid_request` for `max_entries` over 100,000 or a root that is
     /// not a mount root; `SandboxProtocolInvalid{list_dir}` for more
     /// entries than `max_entries` or an entry outside the root.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a listing changes nothing; the provider's call is dropped
+    /// with the future.
     pub async fn list_dir(
         &self,
         instance_id: &str,
@@ -999,6 +1051,10 @@ impl Adapter {
     /// list_project_dir_unsupported}` when the member is absent;
     /// `SandboxProtocolInvalid{list_project_dir}` for `complete: false`,
     /// more entries than `max_entries` or an entry outside the root.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a listing changes nothing; the provider's call is dropped
+    /// with the future.
     pub async fn list_project_dir(
         &self,
         instance_id: &str,
@@ -1037,6 +1093,17 @@ impl Adapter {
     /// `SandboxCapabilityUnavailable{snapshots}` when the envelope has none;
     /// `invalid_request` for an `expires_at` not after now;
     /// `snapshot_identity` mismatches after the rollback ran once.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe (decision 009): dropped while the provider's snapshot is
+    /// pending, the call runs on in a task of the adapter's tracker and a
+    /// value nobody takes any more is rolled back there, once, under the
+    /// rollback bound;
+    /// the instance's in-flight marker is held until that settles, so a
+    /// repeat meanwhile is refused as a lifecycle conflict. Dropped while a refused value's rollback runs,
+    /// that rollback still completes in its own task. Between the value's
+    /// arrival and the record's update nothing is awaited, so the record
+    /// never holds a value the provider was told to roll back..
     pub async fn snapshot(&self, instance_id: &str, expires_at: Timestamp) -> Res<SandboxSnapshot> {
         let (rec, mark) = self.claim(
             op::SNAPSHOT,
@@ -1112,6 +1179,15 @@ impl Adapter {
     /// `SandboxCapabilityUnavailable{snapshots | snapshot_clone}`;
     /// `clone_identity` mismatches (reused id, moved expiry, predating the
     /// source, wrong Session, ...) after the rollback ran once.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe (decision 009): dropped while the provider's cloneSnapshot is
+    /// pending, the call runs on in a task of the adapter's tracker and a
+    /// value nobody takes any more is rolled back there, once, under the
+    /// rollback bound. Dropped while a refused value's rollback runs,
+    /// that rollback still completes in its own task. Between the value's
+    /// arrival and the record's update nothing is awaited, so the record
+    /// never holds a value the provider was told to roll back.
     pub async fn clone_snapshot(
         &self,
         source: &SandboxSnapshot,
@@ -1186,6 +1262,18 @@ impl Adapter {
     /// `SandboxProtocolInvalid{release, field: disposition}` for `released`
     /// on ZDR or `destroyed` on durable, and `snapshot_identity`
     /// mismatches for the settled snapshot, each after the rollback ran once.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe (decision 009): dropped while the provider's release is
+    /// pending, the call runs on in a task of the adapter's tracker and a
+    /// value nobody takes any more is rolled back there, once, under the
+    /// rollback bound;
+    /// the instance's in-flight marker is held until that settles, so a
+    /// repeat meanwhile is refused as a lifecycle conflict. Dropped while a refused value's rollback runs,
+    /// that rollback still completes in its own task. Between the value's
+    /// arrival and the record's update nothing is awaited, so the record
+    /// never holds a value the provider was told to roll back.; the
+    /// record stays `active` unless the disposition was taken.
     pub async fn release(
         &self,
         instance_id: &str,
@@ -1270,6 +1358,17 @@ impl Adapter {
     /// workspace_id, session_id, profile_id, profile_version or
     /// profile_digest, or has expired; `instance_identity` mismatches
     /// (state `active`) after the rollback ran once.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe (decision 009): dropped while the provider's resume is
+    /// pending, the call runs on in a task of the adapter's tracker and a
+    /// value nobody takes any more is rolled back there, once, under the
+    /// rollback bound;
+    /// the snapshot's resume marker is held until that settles, so a second
+    /// resume of it meanwhile is refused as a lifecycle conflict. Dropped while a refused value's rollback runs,
+    /// that rollback still completes in its own task. Between the value's
+    /// arrival and the record's update nothing is awaited, so the record
+    /// never holds a value the provider was told to roll back.
     pub async fn resume(
         &self,
         request: SandboxProvisionRequest,
@@ -1381,6 +1480,13 @@ impl Adapter {
     ///
     /// # Errors
     /// The provider's error.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe, and safe to repeat: dropped while waiting for a call
+    /// in flight, nothing was claimed; dropped during the provider's destroy,
+    /// that call is dropped half-way, the in-flight marker is released and the
+    /// record keeps its state. destroy is idempotent, so a repeat finishes the
+    /// teardown.
     pub async fn destroy(&self, instance_id: &str) -> Res<()> {
         let _mark = self.claim_for_destroy(instance_id).await;
         self.provider()
@@ -1421,6 +1527,11 @@ impl Adapter {
     ///
     /// # Errors
     /// The provider's error.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe, and safe to repeat: the provider's destroySnapshot is
+    /// dropped with the future and may stop half-way; it is idempotent, so a
+    /// repeat finishes it.
     pub async fn destroy_snapshot(&self, snapshot_id: &str) -> Res<()> {
         self.provider()
             .destroy_snapshot(DestroySnapshotRequest {
@@ -1439,6 +1550,11 @@ impl Adapter {
     /// `invalid_request` for `orphaned_before` after `now` or more than
     /// 1,024 pins; the provider's error; `SandboxProtocolInvalid{cleanup}`
     /// for a repeated id.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe, and safe to repeat: the provider's sweep is dropped
+    /// with the future and may have removed some orphans and not others; the
+    /// next cleanup removes the rest.
     pub async fn cleanup(
         &self,
         now: Timestamp,
@@ -1498,6 +1614,12 @@ impl Adapter {
     /// `open_process_identity` mismatches, after the process was destroyed
     /// under a 30 s bound (a destroy failure is appended as
     /// `open_process_destroy`).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the provider's openProcess runs in a task of the adapter's
+    /// tracker, and a process whose caller is gone when it starts is destroyed
+    /// there at once, under the rollback bound. Dropped while a refused
+    /// process is being destroyed, that destroy still runs in its own task.
     pub async fn open_process(&self, request: SandboxProcessRequest) -> Res<Process> {
         let rec = self.admit(
             op::OPEN_PROCESS,
@@ -1597,6 +1719,9 @@ impl Adapter {
     ///
     /// # Errors
     /// As [`Adapter::begin_active_write_with`].
+    ///
+    /// # Cancel safety
+    /// As [`Adapter::begin_active_write_with`].
     pub async fn begin_active_write(&self, request: ActiveWriteRequest) -> Res<ActiveWriteOutcome> {
         self.begin_active_write_with(request, Arc::new(ProceedMarker))
             .await
@@ -1619,6 +1744,13 @@ impl Adapter {
     /// for an outcome naming another transaction, mount or path list, a
     /// dispatch without the marker, a commit after an abort, or a
     /// redelivery settling differently.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: after admission the provider call and its checks run in
+    /// a task of the adapter's tracker that holds the instance's in-flight
+    /// marker, so a dropped caller leaves the transaction to settle and its
+    /// outcome to be recorded; a redelivery of the same `transaction_id` and
+    /// batch gets that outcome.
     pub async fn begin_active_write_with(
         &self,
         request: ActiveWriteRequest,
