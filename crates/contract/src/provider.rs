@@ -34,6 +34,12 @@ pub trait Rollback: Send + Sync {
     /// # Errors
     /// Any closed [`SandboxError`]; the runtime combines it with the
     /// rejection that triggered the rollback.
+    ///
+    /// # Cancel safety
+    /// Need not be cancel-safe: the runtime runs it in a task of its own,
+    /// spawned before anything is awaited, and past the 30 s bound detaches
+    /// that task rather than dropping it; the wire server does not abort a
+    /// `sandbox/rollback` on `$/cancel`.
     async fn rollback(&self) -> Result<(), SandboxError>;
 }
 
@@ -126,15 +132,36 @@ pub trait SandboxProvider: Send + Sync {
 
     /// Allocate the instance, materialize the derived image, prepare the
     /// declared mounts and the output tree; return it in `provisioning`.
+    ///
+    /// # Cancel safety
+    /// Need not be cancel-safe: the runtime never drops this future before
+    /// it completes (decision 009). A call still pending after its first
+    /// poll runs on in a task of its own, and a value its caller no longer
+    /// waits for is rolled back through its [`Rollback`], once; the wire
+    /// server does not abort it on `$/cancel` either.
     async fn provision(
         &self,
         request: SandboxProvisionRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError>;
 
     /// Write bytes at a path the runtime already admitted.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. The file at `path` may or may not have
+    /// been written, and the runtime records nothing either way (a repeat
+    /// with the same bytes settles it).
     async fn write_file(&self, request: WriteFileRequest) -> Result<(), SandboxError>;
 
     /// Seal staged mounts and make the instance runnable; return it `active`.
+    ///
+    /// # Cancel safety
+    /// Need not be cancel-safe: the runtime never drops this future before
+    /// it completes (decision 009). A call still pending after its first
+    /// poll runs on in a task of its own, and a value its caller no longer
+    /// waits for is rolled back through its [`Rollback`], once; the wire
+    /// server does not abort it on `$/cancel` either.
     async fn activate(
         &self,
         request: ActivateRequest,
@@ -143,20 +170,47 @@ pub trait SandboxProvider: Send + Sync {
     /// Run one bounded command to completion and report its settlement. A
     /// stream over `output_limit_bytes` ends the command's process tree and
     /// fails `SandboxOutputLimitExceeded`.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. The runtime records nothing for the command,
+    /// so ending a command whose caller is gone is the provider's to do
+    /// (destroy ends every process).
     async fn execute(&self, request: ExecuteRequest) -> Result<SandboxCommandResult, SandboxError>;
 
     /// Read one file, physically contained under `allowed_root`, or fail
     /// closed with `SandboxCapabilityUnavailable{physically_contained_file_read}`.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. A read changes nothing, so a dropped call leaves
+    /// nothing behind.
     async fn read_file(&self, request: ReadFileRequest)
         -> Result<SandboxFileContent, SandboxError>;
 
     /// Capture a durable instance under the requested retention deadline.
+    ///
+    /// # Cancel safety
+    /// Need not be cancel-safe: the runtime never drops this future before
+    /// it completes (decision 009). A call still pending after its first
+    /// poll runs on in a task of its own, and a value its caller no longer
+    /// waits for is rolled back through its [`Rollback`], once; the wire
+    /// server does not abort it on `$/cancel` either.
     async fn snapshot(
         &self,
         request: SnapshotRequest,
     ) -> Result<Handoff<SandboxSnapshot>, SandboxError>;
 
     /// Physically clone a snapshot into a distinct target Session.
+    ///
+    /// # Cancel safety
+    /// Need not be cancel-safe: the runtime never drops this future before
+    /// it completes (decision 009). A call still pending after its first
+    /// poll runs on in a task of its own, and a value its caller no longer
+    /// waits for is rolled back through its [`Rollback`], once; the wire
+    /// server does not abort it on `$/cancel` either.
     async fn clone_snapshot(
         &self,
         request: CloneSnapshotRequest,
@@ -164,24 +218,57 @@ pub trait SandboxProvider: Send + Sync {
 
     /// End an active instance: durable settles a snapshot, ZDR destroys
     /// every trace.
+    ///
+    /// # Cancel safety
+    /// Need not be cancel-safe: the runtime never drops this future before
+    /// it completes (decision 009). A call still pending after its first
+    /// poll runs on in a task of its own, and a value its caller no longer
+    /// waits for is rolled back through its [`Rollback`], once; the wire
+    /// server does not abort it on `$/cancel` either.
     async fn release(
         &self,
         request: ReleaseRequest,
     ) -> Result<Handoff<ReleaseDisposition>, SandboxError>;
 
     /// Rehydrate a snapshot into a fresh active instance.
+    ///
+    /// # Cancel safety
+    /// Need not be cancel-safe: the runtime never drops this future before
+    /// it completes (decision 009). A call still pending after its first
+    /// poll runs on in a task of its own, and a value its caller no longer
+    /// waits for is rolled back through its [`Rollback`], once; the wire
+    /// server does not abort it on `$/cancel` either.
     async fn resume(
         &self,
         request: ResumeRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError>;
 
     /// Idempotent teardown of one instance.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. A dropped teardown may stop half-way, and
+    /// the runtime keeps the instance's record, so a repeat (destroy is
+    /// idempotent) finishes it.
     async fn destroy(&self, request: DestroyRequest) -> Result<(), SandboxError>;
 
     /// Idempotent teardown of one snapshot.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. A dropped teardown may stop half-way; a
+    /// repeat (idempotent) finishes it.
     async fn destroy_snapshot(&self, request: DestroySnapshotRequest) -> Result<(), SandboxError>;
 
     /// Sweep instances and snapshots orphaned before the cutoff.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. A dropped sweep may have removed some
+    /// orphans and not others; the next sweep removes the rest.
     async fn cleanup(&self, request: CleanupRequest) -> Result<CleanupResult, SandboxError>;
 
     /// The optional readFiles member, if implemented.
@@ -236,6 +323,12 @@ pub trait ResolveImageMember: Send + Sync {
     /// `SandboxCapabilityUnavailable{requirement: base_image}` for a
     /// malformed or unknown image; another closed error when the store
     /// cannot be asked.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. A read changes nothing, so a dropped call leaves
+    /// nothing behind.
     async fn resolve_image(&self, reference: &str) -> Result<String, SandboxError>;
 }
 
@@ -248,6 +341,12 @@ pub trait CleanupInventoryMember: Send + Sync {
     ///
     /// # Errors
     /// A closed error when the provider cannot observe its own state.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. A read changes nothing, so a dropped call leaves
+    /// nothing behind.
     async fn cleanup_inventory(&self) -> Result<crate::sweep::CleanupInventory, SandboxError>;
 }
 
@@ -255,6 +354,12 @@ pub trait CleanupInventoryMember: Send + Sync {
 #[async_trait]
 pub trait ReadFilesMember: Send + Sync {
     /// One outcome per member, in order, within the aggregate budget.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. A read changes nothing, so a dropped call leaves
+    /// nothing behind.
     async fn read_files(&self, request: ReadFilesRequest) -> Result<ReadFilesResult, SandboxError>;
 }
 
@@ -262,6 +367,12 @@ pub trait ReadFilesMember: Send + Sync {
 #[async_trait]
 pub trait ListDirMember: Send + Sync {
     /// At most `max_entries` regular files.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. A read changes nothing, so a dropped call leaves
+    /// nothing behind.
     async fn list_dir(&self, request: ListDirRequest) -> Result<ListDirResult, SandboxError>;
 }
 
@@ -269,6 +380,12 @@ pub trait ListDirMember: Send + Sync {
 #[async_trait]
 pub trait ListProjectDirMember: Send + Sync {
     /// Every leaf, `complete: true`.
+    ///
+    /// # Cancel safety
+    /// Must tolerate being dropped at any await point: the runtime drops
+    /// it when its own caller is dropped, and the wire server aborts it on
+    /// `$/cancel`. A read changes nothing, so a dropped call leaves
+    /// nothing behind.
     async fn list_project_dir(
         &self,
         request: ListProjectDirRequest,
@@ -294,6 +411,12 @@ pub trait ActiveWriteMember: Send + Sync {
     /// would place bodies on durable host storage (before any body is
     /// accepted); `invalid_request` naming `transaction_id` for a
     /// redelivery with a different batch.
+    ///
+    /// # Cancel safety
+    /// Need not be cancel-safe: the runtime runs the call and its checks in
+    /// a task of its own that outlives a dropped caller, and the wire
+    /// server does not abort it on `$/cancel`, so the transaction always
+    /// settles and a redelivery finds its outcome.
     async fn begin_active_write(
         &self,
         transaction: ActiveWriteTransaction,
@@ -307,6 +430,12 @@ pub trait OpenProcessMember: Send + Sync {
     /// is refused `SandboxLifecycleConflict{operation: open_process, actual:
     /// process_already_open}`. The provider invents no idle timeout and no
     /// output ceiling.
+    ///
+    /// # Cancel safety
+    /// Need not be cancel-safe: the runtime runs it in a task of its own,
+    /// and a process whose caller is gone by the time it starts is
+    /// destroyed there at once (under the 30 s bound); the wire server does
+    /// not abort it on `$/cancel`.
     async fn open_process(
         &self,
         request: SandboxProcessRequest,
@@ -317,10 +446,25 @@ pub trait OpenProcessMember: Send + Sync {
 #[async_trait]
 pub trait ProcessControl: Send + Sync {
     /// Settle with the exit; may be called again and returns the same exit.
+    ///
+    /// # Cancel safety
+    /// Must be cancel-safe: dropping a wait does not touch the process, and
+    /// a later wait returns the same exit.
     async fn wait(&self) -> Result<ProcessExit, SandboxError>;
     /// Deliver one control signal.
+    ///
+    /// # Cancel safety
+    /// May be dropped at an await point (the caller is gone); the signal
+    /// is then delivered or not, and nothing else changes.
     async fn signal(&self, signal: ControlSignal) -> Result<(), SandboxError>;
     /// Idempotent, bounded teardown of the process and its streams.
+    ///
+    /// # Cancel safety
+    /// The runtime runs the destroys it starts itself (a refused or
+    /// unclaimed process) in a task of its own, and the wire server does
+    /// not abort a `process/destroy` on `$/cancel`; a destroy dropped by
+    /// another caller may stop half-way, and a repeat (idempotent)
+    /// finishes it.
     async fn destroy(&self) -> Result<(), SandboxError>;
 }
 

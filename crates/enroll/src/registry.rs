@@ -67,18 +67,19 @@ struct RawEntry {
 }
 
 impl TryFrom<RawEntry> for Entry {
-    type Error = String;
-    fn try_from(r: RawEntry) -> Result<Self, String> {
+    type Error = RegistryError;
+    fn try_from(r: RawEntry) -> Result<Self, RegistryError> {
         check_id(&r.id)?;
         let transport = match (r.command, r.socket) {
             (Some(c), None) if !c.is_empty() => Transport::Command(c),
-            (Some(_), None) => return Err(format!("provider {}: command is empty", r.id)),
+            (Some(_), None) => return Err(RegistryError::EmptyCommand { id: r.id }),
             (None, Some(s)) => Transport::Socket(s),
-            _ => {
-                return Err(format!(
-                    "provider {}: exactly one of command and socket is required",
-                    r.id
-                ))
+            (command, socket) => {
+                return Err(RegistryError::Transport {
+                    id: r.id,
+                    command: command.is_some(),
+                    socket: socket.is_some(),
+                })
             }
         };
         Ok(Entry {
@@ -108,28 +109,80 @@ impl From<Entry> for RawEntry {
     }
 }
 
+/// Why an id or an entry of the registry is refused. Each variant names
+/// the id it is about; its message is the one the CLI prints.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// The id is not 1..=64 of ASCII letters, digits, `-`, `_`, `.`.
+    #[error("id {id:?}: expected 1 to 64 ASCII letters, digits, '-', '_' or '.'")]
+    MalformedId {
+        /// The id as given.
+        id: String,
+    },
+    /// The id is one of [`BUILTIN_IDS`].
+    #[error("id {id:?}: names a built-in provider")]
+    BuiltinId {
+        /// The id as given.
+        id: String,
+    },
+    /// [`Registry::add`] was given an id already enrolled.
+    #[error("provider {id} is already enrolled; remove it first")]
+    AlreadyEnrolled {
+        /// The id both entries carry.
+        id: String,
+    },
+    /// An entry's `command` is an empty list.
+    #[error("provider {id}: command is empty")]
+    EmptyCommand {
+        /// The entry's id.
+        id: String,
+    },
+    /// An entry has both or neither of `command` and `socket`.
+    #[error(
+        "provider {id}: exactly one of command and socket is required \
+         (command {}, socket {})",
+        given(*command),
+        given(*socket)
+    )]
+    Transport {
+        /// The entry's id.
+        id: String,
+        /// Whether `command` was given.
+        command: bool,
+        /// Whether `socket` was given.
+        socket: bool,
+    },
+}
+
+fn given(present: bool) -> &'static str {
+    if present {
+        "given"
+    } else {
+        "absent"
+    }
+}
+
 /// The ids of the providers built into checkfu (`--provider memory`,
 /// `docker`, `linux`): no enrolled provider may take one.
 pub const BUILTIN_IDS: [&str; 3] = ["memory", "docker", "linux"];
 
 /// Checks an id: 1..=64 of ASCII letters, digits, `-`, `_`, `.`, and not
-/// `memory` or `docker` (the built-in providers).
+/// one of [`BUILTIN_IDS`] (the built-in providers).
 ///
 /// # Errors
-/// A message naming the id and the rule.
-pub fn check_id(id: &str) -> Result<(), String> {
+/// [`RegistryError::MalformedId`] or [`RegistryError::BuiltinId`], naming
+/// the id.
+pub fn check_id(id: &str) -> Result<(), RegistryError> {
     let ok = !id.is_empty()
         && id.len() <= 64
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
     if !ok {
-        return Err(format!(
-            "id {id:?}: expected 1 to 64 ASCII letters, digits, '-', '_' or '.'"
-        ));
+        return Err(RegistryError::MalformedId { id: id.to_owned() });
     }
     if BUILTIN_IDS.contains(&id) {
-        return Err(format!("id {id:?}: names a built-in provider"));
+        return Err(RegistryError::BuiltinId { id: id.to_owned() });
     }
     Ok(())
 }
@@ -197,13 +250,10 @@ impl Registry {
     /// Adds `entry`.
     ///
     /// # Errors
-    /// A message when its id is already enrolled.
-    pub fn add(&mut self, entry: Entry) -> Result<(), String> {
+    /// [`RegistryError::AlreadyEnrolled`] when its id is already enrolled.
+    pub fn add(&mut self, entry: Entry) -> Result<(), RegistryError> {
         if self.get(&entry.id).is_some() {
-            return Err(format!(
-                "provider {} is already enrolled; remove it first",
-                entry.id
-            ));
+            return Err(RegistryError::AlreadyEnrolled { id: entry.id });
         }
         self.providers.push(entry);
         Ok(())

@@ -4,7 +4,7 @@
 #![allow(missing_docs)]
 
 use checkfu_sandbox_contract::EgressCertification;
-use checkfu_sandbox_enroll::registry::{self, Entry, Registry, Transport};
+use checkfu_sandbox_enroll::registry::{self, Entry, Registry, RegistryError, Transport};
 use checkfu_sandbox_runtime::Ceiling;
 
 fn entry(id: &str) -> Entry {
@@ -45,10 +45,10 @@ fn a_registry_round_trips_through_its_file() {
 fn a_duplicate_id_is_refused_and_remove_takes_it_out() {
     let mut r = Registry::default();
     r.add(entry("acme")).unwrap();
-    assert!(r
-        .add(entry("acme"))
-        .unwrap_err()
-        .contains("already enrolled"));
+    assert_eq!(
+        r.add(entry("acme")).unwrap_err(),
+        RegistryError::AlreadyEnrolled { id: "acme".into() }
+    );
     assert_eq!(r.remove("acme").unwrap().id, "acme");
     assert!(r.remove("acme").is_none());
 }
@@ -68,7 +68,13 @@ fn an_entry_with_both_or_neither_transport_is_refused() {
 
 #[test]
 fn built_in_names_and_odd_ids_are_refused() {
-    assert!(registry::check_id("memory").is_err());
-    assert!(registry::check_id("a b").is_err());
+    assert_eq!(
+        registry::check_id("memory"),
+        Err(RegistryError::BuiltinId { id: "memory".into() })
+    );
+    assert_eq!(
+        registry::check_id("a b"),
+        Err(RegistryError::MalformedId { id: "a b".into() })
+    );
     assert!(registry::check_id("acme-1.2_x").is_ok());
 }

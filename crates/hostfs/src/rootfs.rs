@@ -64,6 +64,57 @@ pub struct Busybox {
     pub applets: Vec<String>,
 }
 
+/// Why [`check_static_elf`] refuses a binary: the failed check, with the
+/// header value found and the one required.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ElfError {
+    /// Fewer than 64 bytes, or the first four are not `\x7fELF`.
+    #[error("no ELF magic ({len} bytes)")]
+    NoMagic {
+        /// The file's length in bytes.
+        len: usize,
+    },
+    /// `EI_CLASS`/`EI_DATA` are not 2/1 (64-bit, little-endian).
+    #[error("not a 64-bit little-endian ELF (class {class}, data {data}; expected 2 and 1)")]
+    NotElf64Le {
+        /// `EI_CLASS` found.
+        class: u8,
+        /// `EI_DATA` found.
+        data: u8,
+    },
+    /// `e_type` is neither `ET_EXEC` (2) nor `ET_DYN` (3).
+    #[error("ELF type {e_type} is not an executable (expected 2 or 3)")]
+    NotExecutable {
+        /// `e_type` found.
+        e_type: u16,
+    },
+    /// `e_phnum` is 0 or `e_phentsize` is under 4 bytes.
+    #[error("no program headers (e_phnum {phnum}, e_phentsize {phentsize})")]
+    NoProgramHeaders {
+        /// `e_phnum` found.
+        phnum: u16,
+        /// `e_phentsize` found, in bytes.
+        phentsize: u16,
+    },
+    /// A program header's type field lies past the end of the file (or its
+    /// offset does not fit a `usize`).
+    #[error("program header {index} (e_phoff {phoff}) runs past the file ({len} bytes)")]
+    HeadersPastEnd {
+        /// The header's index.
+        index: usize,
+        /// `e_phoff` found.
+        phoff: u64,
+        /// The file's length in bytes.
+        len: usize,
+    },
+    /// A program header is `PT_INTERP`: the binary needs a dynamic loader.
+    #[error("program header {index} is PT_INTERP (dynamically linked)")]
+    Interpreter {
+        /// The header's index.
+        index: usize,
+    },
+}
+
 /// Checks that `bytes` is a 64-bit little-endian ELF executable without a
 /// program interpreter (`PT_INTERP`), i.e. one that runs in an empty
 /// (`FROM scratch`) root. Static-PIE binaries pass; anything needing
@@ -71,39 +122,43 @@ pub struct Busybox {
 ///
 /// # Errors
 ///
-/// A human-readable reason naming the failed check.
-pub fn check_static_elf(bytes: &[u8]) -> Result<(), String> {
+/// [`ElfError`], naming the failed check and the header values.
+pub fn check_static_elf(bytes: &[u8]) -> Result<(), ElfError> {
     const PT_INTERP: u32 = 3;
     if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
-        return Err("no ELF magic".into());
+        return Err(ElfError::NoMagic { len: bytes.len() });
     }
     if bytes[4] != 2 || bytes[5] != 1 {
-        return Err("not a 64-bit little-endian ELF".into());
+        return Err(ElfError::NotElf64Le {
+            class: bytes[4],
+            data: bytes[5],
+        });
     }
     let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]);
     let e_type = u16_at(0x10);
     if e_type != 2 && e_type != 3 {
-        return Err(format!("ELF type {e_type} is not an executable"));
+        return Err(ElfError::NotExecutable { e_type });
     }
     let mut off = [0u8; 8];
     off.copy_from_slice(&bytes[0x20..0x28]);
-    let phoff = usize::try_from(u64::from_le_bytes(off)).map_err(|_| "bad e_phoff")?;
-    let phentsize = usize::from(u16_at(0x36));
-    let phnum = usize::from(u16_at(0x38));
+    let phoff64 = u64::from_le_bytes(off);
+    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
     if phnum == 0 || phentsize < 4 {
-        return Err("no program headers".into());
+        return Err(ElfError::NoProgramHeaders { phnum, phentsize });
     }
-    for i in 0..phnum {
-        let start = phentsize
-            .checked_mul(i)
-            .and_then(|x| x.checked_add(phoff))
-            .ok_or("program header offset overflows")?;
-        let end = start.checked_add(4).ok_or("program header overflows")?;
-        let Some(p) = bytes.get(start..end) else {
-            return Err("program headers run past the file".into());
+    for index in 0..usize::from(phnum) {
+        let past_end = ElfError::HeadersPastEnd {
+            index,
+            phoff: phoff64,
+            len: bytes.len(),
         };
+        let p = usize::try_from(phoff64)
+            .ok()
+            .and_then(|phoff| usize::from(phentsize).checked_mul(index)?.checked_add(phoff))
+            .and_then(|start| bytes.get(start..start.checked_add(4)?))
+            .ok_or(past_end)?;
         if u32::from_le_bytes([p[0], p[1], p[2], p[3]]) == PT_INTERP {
-            return Err("has a PT_INTERP program header (dynamically linked)".into());
+            return Err(ElfError::Interpreter { index });
         }
     }
     Ok(())
@@ -137,9 +192,9 @@ pub async fn load_busybox(path: &Path) -> Result<Busybox, RootfsError> {
     let bytes = tokio::fs::read(path)
         .await
         .map_err(|e| err(e.to_string()))?;
-    check_static_elf(&bytes).map_err(|reason| RootfsError::NotStaticElf {
+    check_static_elf(&bytes).map_err(|e| RootfsError::NotStaticElf {
         path: path.to_path_buf(),
-        reason,
+        reason: e.to_string(),
     })?;
     let out = tokio::process::Command::new(path)
         .arg("--list")
@@ -260,11 +315,14 @@ mod tests {
 
     #[test]
     fn elf_checks() {
-        assert!(check_static_elf(b"not an elf").is_err());
+        assert_eq!(
+            check_static_elf(b"not an elf"),
+            Err(ElfError::NoMagic { len: 10 })
+        );
         // The host's own dynamic shell, if any, has a PT_INTERP.
         if let Ok(bytes) = std::fs::read("/bin/ls") {
             let err = check_static_elf(&bytes).unwrap_err();
-            assert!(err.contains("PT_INTERP"), "{err}");
+            assert!(matches!(err, ElfError::Interpreter { .. }), "{err}");
         }
         if let Ok(bytes) = std::fs::read(DEFAULT_BUSYBOX_PATH) {
             check_static_elf(&bytes).unwrap();

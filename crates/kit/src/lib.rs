@@ -642,54 +642,108 @@ fn open_process_frames(input: &Value) -> Result<Outcome, VectorError> {
     Ok(Outcome::Accepted)
 }
 
+/// One member of a vector's `expect` that the outcome disagrees with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{member}: expected {expected}, actual {actual}")]
+pub struct ExpectationMismatch {
+    /// The member of `expect`: `field`, `error.<key>` or `rule`.
+    pub member: String,
+    /// What the vector expects, as written in it.
+    pub expected: String,
+    /// What the check produced.
+    pub actual: String,
+}
+
+/// How a vector's outcome disagrees with its `expect` (or why it could not
+/// be run).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum VerifyError {
+    /// The vector is malformed ([`evaluate`]'s error, or no `expect`).
+    #[error(transparent)]
+    Malformed(#[from] VectorError),
+    /// `expect.outcome` is `accepted` but the check refused the input.
+    #[error("expected accepted, got refused: {}: {refusal}", refusal.tag())]
+    UnexpectedRefusal {
+        /// The refusal the check produced.
+        refusal: SandboxError,
+    },
+    /// `expect.outcome` is `refused` but the check accepted the input.
+    #[error("expected refused, got accepted")]
+    UnexpectedAcceptance,
+    /// Both refused, but the refusal differs from `expect` in the listed
+    /// members.
+    #[error("{} (error: {wire})", mismatches.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    RefusalMismatch {
+        /// Every disagreeing member, in `field`, `error.*`, `rule` order.
+        mismatches: Vec<ExpectationMismatch>,
+        /// The refusal as it goes on the wire.
+        wire: Value,
+    },
+    /// `expect.outcome` is missing or neither `accepted` nor `refused`.
+    #[error("expect.outcome is {outcome:?}, not accepted or refused")]
+    UnknownOutcome {
+        /// The value found, if it is a string.
+        outcome: Option<String>,
+    },
+}
+
 /// Runs a vector and compares the outcome with its `expect`.
 ///
 /// # Errors
-/// A description of the disagreement (or of a malformed vector).
-pub fn verify(vector: &Value) -> Result<(), String> {
-    let outcome = evaluate(vector).map_err(|e| e.to_string())?;
-    let expect = member(vector, "expect").map_err(|e| e.to_string())?;
+/// [`VerifyError`]: the disagreement, or [`VerifyError::Malformed`].
+pub fn verify(vector: &Value) -> Result<(), VerifyError> {
+    let outcome = evaluate(vector)?;
+    let expect = member(vector, "expect")?;
     let wanted = expect.get("outcome").and_then(Value::as_str);
-    match (wanted, &outcome) {
+    match (wanted, outcome) {
         (Some("accepted"), Outcome::Accepted) => Ok(()),
-        (Some("accepted"), Outcome::Refused { error, .. }) => Err(format!(
-            "expected accepted, got refused: {}: {error}",
-            error.tag()
-        )),
-        (Some("refused"), Outcome::Accepted) => Err("expected refused, got accepted".into()),
+        (Some("accepted"), Outcome::Refused { error, .. }) => {
+            Err(VerifyError::UnexpectedRefusal { refusal: error })
+        }
+        (Some("refused"), Outcome::Accepted) => Err(VerifyError::UnexpectedAcceptance),
         (Some("refused"), Outcome::Refused { field, error }) => {
-            let mut problems = Vec::new();
+            let mut mismatches = Vec::new();
             if let Some(f) = expect.get("field").and_then(Value::as_str) {
                 if f != field {
-                    problems.push(format!("field: expected {f:?}, actual {field:?}"));
+                    mismatches.push(ExpectationMismatch {
+                        member: "field".into(),
+                        expected: format!("{f:?}"),
+                        actual: format!("{field:?}"),
+                    });
                 }
             }
-            let wire = serde_json::to_value(error).unwrap_or(Value::Null);
+            let wire = serde_json::to_value(&error).unwrap_or(Value::Null);
             if let Some(Value::Object(subset)) = expect.get("error") {
                 for (k, v) in subset {
                     let actual = wire.get(k).unwrap_or(&Value::Null);
                     if actual != v {
-                        problems.push(format!("error.{k}: expected {v}, actual {actual}"));
+                        mismatches.push(ExpectationMismatch {
+                            member: format!("error.{k}"),
+                            expected: v.to_string(),
+                            actual: actual.to_string(),
+                        });
                     }
                 }
             }
             if let Some(rule) = expect.get("rule").and_then(Value::as_str) {
                 let text = wire.get("expected").and_then(Value::as_str).unwrap_or("");
                 if !text.starts_with(&format!("{rule}: ")) {
-                    problems.push(format!(
-                        "rule: expected {rule:?}, actual expected text {text:?}"
-                    ));
+                    mismatches.push(ExpectationMismatch {
+                        member: "rule".into(),
+                        expected: format!("{rule:?}"),
+                        actual: format!("expected text {text:?}"),
+                    });
                 }
             }
-            if problems.is_empty() {
+            if mismatches.is_empty() {
                 Ok(())
             } else {
-                Err(format!("{} (error: {wire})", problems.join("; ")))
+                Err(VerifyError::RefusalMismatch { mismatches, wire })
             }
         }
-        (other, _) => Err(format!(
-            "expect.outcome is {other:?}, not accepted or refused"
-        )),
+        (other, _) => Err(VerifyError::UnknownOutcome {
+            outcome: other.map(str::to_owned),
+        }),
     }
 }
 

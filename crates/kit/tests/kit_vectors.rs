@@ -67,9 +67,19 @@ fn a_wrong_expectation_is_caught() {
     assert!(kit::verify(&vector).is_ok());
     vector["expect"]["field"] = "provider".into();
     vector["expect"]["error"]["field"] = "provider".into();
-    assert!(kit::verify(&vector).is_err());
+    match kit::verify(&vector) {
+        Err(kit::VerifyError::RefusalMismatch { mismatches, .. }) => {
+            let members: Vec<&str> = mismatches.iter().map(|m| m.member.as_str()).collect();
+            assert_eq!(members, ["field", "error.field"]);
+            assert_eq!(mismatches[0].expected, "\"provider\"");
+        }
+        other => panic!("expected a refusal mismatch, got {other:?}"),
+    }
     vector["expect"] = serde_json::json!({"outcome": "accepted"});
-    assert!(kit::verify(&vector).is_err());
+    assert!(matches!(
+        kit::verify(&vector),
+        Err(kit::VerifyError::UnexpectedRefusal { .. })
+    ));
 }
 
 #[test]

@@ -166,7 +166,7 @@ fn try_add(args: &AddArgs) -> Result<ExitCode, Failure> {
         key: absolute(&args.key),
         ceiling,
     })
-    .map_err(Failure::checkfu)?;
+    .map_err(|e| Failure::checkfu(e.to_string()))?;
     reg.save(&path)
         .map_err(|e| Failure::checkfu(e.to_string()))?;
     let mut text = format!("enrolled {} in {}\n", args.id, path.display());

@@ -60,7 +60,8 @@ impl std::str::FromStr for ProviderName {
             "docker" => Ok(ProviderName::Builtin(ProviderArg::Docker)),
             "linux" => Ok(ProviderName::Builtin(ProviderArg::Linux)),
             id => checkfu_sandbox_enroll::registry::check_id(id)
-                .map(|()| ProviderName::Enrolled(id.to_owned())),
+                .map(|()| ProviderName::Enrolled(id.to_owned()))
+                .map_err(|e| e.to_string()),
         }
     }
 }
