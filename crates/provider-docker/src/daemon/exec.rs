@@ -215,7 +215,12 @@ async fn kill_instance_tree(docker: &Docker, container_id: &str) {
     }
     match tokio::task::spawn_blocking(move || kill_namespace_except_init(pid)).await {
         Ok(Ok(n)) => tracing::debug!(container_id, killed = n, "process tree killed"),
-        Ok(Err(why)) => tracing::warn!(container_id, why, "process tree not killed"),
+        Ok(Err(e)) => tracing::warn!(
+            container_id,
+            error = %e,
+            cause = %e.source,
+            "process tree not killed"
+        ),
         Err(e) => tracing::warn!(container_id, error = %e, "process tree kill task failed"),
     }
 }

@@ -207,6 +207,19 @@ fn group_has_member_in(pgid: i64, ns: &Path) -> bool {
     })
 }
 
+/// The PID namespace of a container's init could not be read from this
+/// host's `/proc`, so its processes cannot be told from the host's
+/// ([`kill_namespace_except_init`]).
+#[derive(Debug, thiserror::Error)]
+#[error("pid namespace of container init {container_pid} unreadable")]
+pub struct NamespaceUnreadable {
+    /// The init's host PID.
+    pub container_pid: i64,
+    /// Why `/proc/<container_pid>/ns/pid` could not be read.
+    #[source]
+    pub source: std::io::Error,
+}
+
 /// Most rounds [`kill_namespace_except_init`] makes: each round kills
 /// what it finds; a process forked meanwhile is found by the next.
 const NAMESPACE_KILL_ROUNDS: usize = 8;
@@ -220,11 +233,15 @@ const NAMESPACE_KILL_ROUNDS: usize = 8;
 ///
 /// # Errors
 ///
-/// The reason when the init's namespace cannot be read (remote or
-/// rootless daemon, `/proc` not shared).
-pub fn kill_namespace_except_init(container_pid: i64) -> Result<usize, String> {
-    let ns = std::fs::read_link(format!("/proc/{container_pid}/ns/pid"))
-        .map_err(|e| format!("pid namespace of container init {container_pid} unreadable: {e}"))?;
+/// [`NamespaceUnreadable`] when the init's namespace cannot be read
+/// (remote or rootless daemon, `/proc` not shared, init gone).
+pub fn kill_namespace_except_init(container_pid: i64) -> Result<usize, NamespaceUnreadable> {
+    let ns = std::fs::read_link(format!("/proc/{container_pid}/ns/pid")).map_err(|source| {
+        NamespaceUnreadable {
+            container_pid,
+            source,
+        }
+    })?;
     let mut killed = 0;
     for _ in 0..NAMESPACE_KILL_ROUNDS {
         let Ok(dir) = std::fs::read_dir("/proc") else {

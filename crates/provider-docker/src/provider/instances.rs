@@ -304,13 +304,13 @@ impl Inner {
         // The container (kill and remove are one forced call), and any
         // container of this scope labelled with the id under another name,
         // at once; then the per-instance image tag, which a container still
-        // being removed would hold.
+        // being removed would hold. A pooled instance's container is the
+        // claimed slot's: activation started none under the instance's
+        // name, and any such container would carry the id's label (strays).
         let pooled = rec.as_ref().and_then(|r| r.pool_container.clone());
         let own = async {
-            if let Some(pooled) = &pooled {
-                daemon::remove_container(&self.docker, pooled).await?;
-            }
-            daemon::remove_container(&self.docker, &container_name(id)).await
+            let own = pooled.clone().unwrap_or_else(|| container_name(id));
+            daemon::remove_container(&self.docker, &own).await
         };
         let strays = async {
             let labels = [
