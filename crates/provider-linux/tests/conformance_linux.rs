@@ -70,7 +70,9 @@ async fn linux_passes_nine_and_leaves_nothing() {
         assert_eq!(skipped.missing_tokens, vec![Token::NetworkAllowlist]);
     }
     assert!(
-        !std::path::Path::new("/sys/class/net").join(&bridge).exists(),
+        !std::path::Path::new("/sys/class/net")
+            .join(&bridge)
+            .exists(),
         "bridge {bridge} left"
     );
     assert_eq!(common::scope_links(&scope), Vec::<String>::new());
