@@ -1,8 +1,10 @@
-//! `checkfu` with `--provider linux`: the suite passes eight cases with
-//! allowlist-egress a recorded skip; a run in a fixture written into the
-//! provider's store; `image import` of an OCI layout; and `sandbox
-//! cleanup --scope` after `sandbox test` was SIGKILLed mid-run leaves no
-//! instance, process, cgroup or state directory of the scope.
+//! `checkfu` with `--provider linux`: the suite passes all nine cases
+//! where the host can enforce allowlists (eight with allowlist-egress a
+//! recorded skip where it cannot); a run in a fixture written into the
+//! provider's store; `image import` of an OCI layout; `sandbox cleanup
+//! --scope` after `sandbox test` was SIGKILLed mid-run, and `sandbox
+//! cleanup` after `sandbox run` was SIGKILLed mid-command, leave no
+//! instance, process, cgroup, mount, link or state of the scope.
 //!
 //! Gate: without root (the provider is unavailable) each test prints a
 //! `SKIP` line and returns, except under `CI=true`, where it fails.
@@ -82,6 +84,38 @@ fn processes_in_scope(scope: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether the provider offers `allowlist` on this host (its own probe).
+fn allowlist_enforced() -> bool {
+    checkfu_sandbox_linux::EgressSupport::probe().is_enforced()
+}
+
+/// Host links whose alias names `scope` (the allowlist bridge and veth
+/// host ends).
+fn scope_links(scope: &str) -> Vec<String> {
+    let own = format!("checkfu-linux:{scope}");
+    std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let alias = std::fs::read_to_string(e.path().join("ifalias")).unwrap_or_default();
+            let alias = alias.trim();
+            alias == own || alias.starts_with(&format!("{own}:"))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Mount points in the host's mount table under `dir`.
+fn host_mounts_under(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| Path::new(m).starts_with(dir))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The scope of a conformance state directory `checkfu-linux-<scope>-<suffix>`.
 fn scope_of(dir: &Path) -> String {
     let name = dir.file_name().unwrap().to_str().unwrap();
@@ -92,7 +126,7 @@ fn scope_of(dir: &Path) -> String {
 }
 
 #[test]
-fn the_suite_passes_eight_and_records_the_allowlist_skip() {
+fn the_suite_passes_nine_where_allowlists_are_enforced() {
     if !linux_or_skip("linux_suite") {
         return;
     }
@@ -100,11 +134,12 @@ fn the_suite_passes_eight_and_records_the_allowlist_skip() {
     let o = output(checkfu().args(["sandbox", "test", "--provider", "linux"]));
     assert_eq!(code(&o), 0, "{}", describe(&o));
     let out = stdout(&o);
-    assert!(
-        out.contains("8 passed, 0 failed, 1 skipped"),
-        "{}",
-        describe(&o)
-    );
+    let expected = if allowlist_enforced() {
+        "9 passed, 0 failed, 0 skipped"
+    } else {
+        "8 passed, 0 failed, 1 skipped"
+    };
+    assert!(out.contains(expected), "{}", describe(&o));
     assert!(out.contains("allowlist-egress"), "{}", describe(&o));
 }
 
@@ -254,7 +289,7 @@ fn cleanup_sweeps_what_a_sigkilled_conformance_run_left() {
 }
 
 #[test]
-fn the_envelope_backs_six_tokens_and_names_the_missing_one() {
+fn the_envelope_backs_allowlist_only_where_it_is_enforced() {
     if !linux_or_skip("linux_capabilities") {
         return;
     }
@@ -270,6 +305,10 @@ fn the_envelope_backs_six_tokens_and_names_the_missing_one() {
         .filter(|t| t["backed"] == false)
         .filter_map(|t| t["token"].as_str())
         .collect();
+    if allowlist_enforced() {
+        assert_eq!(unbacked, Vec::<&str>::new(), "{doc}");
+        return;
+    }
     assert_eq!(unbacked, vec!["network-allowlist"], "{doc}");
     let o = output(checkfu().args(["sandbox", "capabilities", "--provider", "linux"]));
     assert!(
@@ -277,4 +316,78 @@ fn the_envelope_backs_six_tokens_and_names_the_missing_one() {
         "{}",
         describe(&o)
     );
+}
+
+#[test]
+fn cleanup_sweeps_what_a_sigkilled_run_left() {
+    if !linux_or_skip("linux_cleanup_run") {
+        return;
+    }
+    let (state, scope, checkfu) = env("linux_cleanup_run");
+    let o = output(checkfu().args(["sandbox", "fixture", "--provider", "linux"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let image = stdout(&o).lines().last().unwrap().to_owned();
+    let mut child = checkfu()
+        .args([
+            "sandbox",
+            "run",
+            "--provider",
+            "linux",
+            "--image",
+            &image,
+            "--",
+            "sleep",
+            "100",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("checkfu spawns");
+    // Wait until the command runs: a `sleep` in the scope's cgroups.
+    let sleeping = || {
+        processes_in_scope(&scope).iter().any(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !sleeping() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    // The killed run left its instance running (its init at least; the
+    // command dies with the provider through its parent-death signal).
+    assert!(!processes_in_scope(&scope).is_empty());
+    assert!(!scope_cgroups(&scope).is_empty());
+    let instances = state.path().join("linux").join("instances");
+    let listed = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(listed(&instances).len(), 1, "one instance record");
+    let o = output(checkfu().args([
+        "sandbox",
+        "cleanup",
+        "--provider",
+        "linux",
+        "--older-than",
+        "0s",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(processes_in_scope(&scope), Vec::<String>::new());
+    assert_eq!(scope_cgroups(&scope), Vec::<PathBuf>::new());
+    assert_eq!(listed(&instances), Vec::<String>::new());
+    assert_eq!(
+        listed(&state.path().join("linux").join("snapshots")),
+        Vec::<String>::new()
+    );
+    assert_eq!(host_mounts_under(state.path()), Vec::<String>::new());
+    assert_eq!(scope_links(&scope), Vec::<String>::new());
+    drop(state);
 }

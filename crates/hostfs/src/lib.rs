@@ -17,4 +17,5 @@
 pub mod archive;
 pub mod busybox;
 pub mod leaves;
+pub mod nft;
 pub mod rootfs;

@@ -4,14 +4,18 @@
 //! on the host's loopback.
 //!
 //! Declares six tokens (filesystem, process, snapshot, network-none, zdr,
-//! cleanup); allowlist-egress is a recorded skip because the provider does
-//! not offer `allowlist`.
+//! cleanup), and network-allowlist where the host probe lets the provider
+//! enforce allowlists ([`crate::EgressSupport`]); elsewhere
+//! allowlist-egress is a recorded skip.
 //!
-//! Network traffic only goes to listeners this target started, on
-//! `127.0.0.1` of the host: an instance's network namespace has its own
-//! loopback, so a provider that left an instance in the host's network
-//! namespace reaches the listener and fails none-egress, while the
-//! positive control dials it from the host.
+//! Network traffic only goes to listeners this target started, on the
+//! host: on the gateway address of the scope's bridge where allowlists are
+//! enforced (the only host address an allowlist instance has a route to;
+//! the bridge is the provider's, created for the scope and removed with
+//! it), else on `127.0.0.1`. An instance of network `none` has no route to
+//! either (its namespace holds loopback only), so a provider that left an
+//! instance in the host's network namespace reaches the listener and fails
+//! none-egress, while the positive control dials it from the host.
 //!
 //! Compiled with the feature `conformance`.
 
@@ -191,7 +195,8 @@ fn far_future() -> Timestamp {
 }
 
 /// Sweeps everything of `provider`'s scope and returns what is still left
-/// (instances, snapshots, cgroup directories), one line each.
+/// (instances, snapshots, links of the scope's allowlist plumbing), one
+/// line each.
 pub async fn sweep_provider(provider: &LinuxProvider) -> Vec<String> {
     let mut problems = Vec::new();
     let cutoff = far_future();
@@ -212,6 +217,10 @@ pub async fn sweep_provider(provider: &LinuxProvider) -> Vec<String> {
             problems.extend(inv.snapshots.keys().map(|id| format!("snapshot {id} left")));
         }
         Err(e) => problems.push(format!("inventory: {e}")),
+    }
+    match provider.egress_links().await {
+        Ok(links) => problems.extend(links.into_iter().map(|l| format!("link {l} left"))),
+        Err(e) => problems.push(format!("links: {e}")),
     }
     problems
 }
@@ -317,6 +326,12 @@ impl ConformanceTarget for LinuxTarget {
             Token::Cleanup,
         ]
         .into_iter()
+        .chain(
+            self.provider
+                .egress_support()
+                .is_enforced()
+                .then_some(Token::NetworkAllowlist),
+        )
         .collect()
     }
 
@@ -334,7 +349,15 @@ impl ConformanceTarget for LinuxTarget {
 
     async fn start_listener(&self) -> Result<Listener, TargetError> {
         let token = fresh_token("linux-listener");
-        let socket = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        let host = if self.provider.egress_support().is_enforced() {
+            self.provider
+                .egress_gateway()
+                .await
+                .map_err(|e| TargetError::platform("listener bridge", e))?
+        } else {
+            std::net::Ipv4Addr::LOCALHOST
+        };
+        let socket = tokio::net::TcpListener::bind((host, 0))
             .await
             .map_err(|e| TargetError::platform("listener", e))?;
         let port = socket
@@ -355,7 +378,7 @@ impl ConformanceTarget for LinuxTarget {
             map.insert(port, task);
         }
         Ok(Listener {
-            host: "127.0.0.1".to_owned(),
+            host: host.to_string(),
             port,
             token,
         })

@@ -22,6 +22,8 @@
 //!   OCI layouts and `docker save` tarballs);
 //! * [`cgroup`]: the per-instance cgroups;
 //! * [`seccomp`]: the default filter;
+//! * [`network`]: allowlist egress (the host probe, the scope's bridge,
+//!   the rule set loaded into an instance's network namespace);
 //! * [`Layout`]: where the state directory keeps everything.
 
 pub mod cgroup;
@@ -29,6 +31,7 @@ pub mod cgroup;
 pub mod conformance;
 pub mod image;
 mod members;
+pub mod network;
 mod overlay;
 mod process;
 mod provider;
@@ -36,8 +39,9 @@ pub mod seccomp;
 mod spawn;
 mod store;
 
+pub use network::EgressSupport;
 pub use provider::{
-    availability, envelope, host_platform, Inventory, LinuxConfig, LinuxProvider,
+    availability, envelope, envelope_for, host_platform, Inventory, LinuxConfig, LinuxProvider,
     LinuxProviderError, ObjectTimes, WorkloadUser, INSTANCE_HOSTNAME, MATERIALIZATION_REVISION,
     PROVIDER_ID, PROVIDER_REVISION,
 };

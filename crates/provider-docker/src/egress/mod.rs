@@ -24,7 +24,7 @@
 //!
 //! The decision and the options weighed: `docs/decisions/020-docker-allowlist-egress.md`.
 
-pub mod nft;
+pub use checkfu_sandbox_hostfs::nft;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -4,6 +4,7 @@ use checkfu_sandbox_contract::bounds::MAX_MOUNTS;
 use checkfu_sandbox_contract::*;
 
 use super::inner::{MATERIALIZATION_REVISION, PROVIDER_REVISION};
+use crate::network::EgressSupport;
 
 /// The platform of this host.
 pub fn host_platform() -> Platform {
@@ -17,16 +18,33 @@ pub fn host_platform() -> Platform {
     }
 }
 
-/// The provider's one envelope.
+/// The provider's envelope on this host: [`envelope_for`] the cached
+/// egress probe ([`EgressSupport::probe_cached`]).
 pub fn envelope() -> SandboxProviderCapabilities {
+    envelope_for(&EgressSupport::probe_cached())
+}
+
+/// The provider's envelope given the host's egress support: network modes
+/// `none` and `allowlist` with egress certification `enforced` when
+/// `egress` is [`EgressSupport::Enforced`], else `none` only and
+/// `unsupported`.
+pub fn envelope_for(egress: &EgressSupport) -> SandboxProviderCapabilities {
     use EnforcementLevel::{NotEnforced, ProviderEnforced};
+    let (network_modes, egress_certification) = if egress.is_enforced() {
+        (
+            vec![NetworkMode::None, NetworkMode::Allowlist],
+            EgressCertification::Enforced,
+        )
+    } else {
+        (vec![NetworkMode::None], EgressCertification::Unsupported)
+    };
     SandboxProviderCapabilities {
         placement: Placement::Runner,
         tiers: vec![Tier::Container],
         platforms: vec![host_platform()],
         image_mode: ImageMode::Profile,
         package_managers: Vec::new(),
-        network_modes: vec![NetworkMode::None],
+        network_modes,
         retention_modes: vec![RetentionMode::EphemeralZdr, RetentionMode::Durable],
         snapshots: true,
         snapshot_clone: true,
@@ -34,13 +52,14 @@ pub fn envelope() -> SandboxProviderCapabilities {
         list_dir: true,
         physically_contained_file_read: true,
         active_mount_write: false,
-        egress_certification: EgressCertification::Unsupported,
+        egress_certification,
         enforcement: Enforcement {
             // Mount namespace, pivot_root, read-only binds, contained host reads.
             filesystem: ProviderEnforced,
             // PID namespace per instance and per command.
             process: ProviderEnforced,
-            // Network mode none: an empty network namespace (loopback only).
+            // Network mode none: an empty network namespace (loopback only);
+            // allowlist: nft rules in that namespace, loaded from the host.
             network: ProviderEnforced,
             // cgroup limits (v1 or v2).
             memory: ProviderEnforced,
@@ -65,11 +84,28 @@ mod tests {
 
     #[test]
     fn envelope_is_valid_and_stable() {
-        let e = envelope();
+        let e = envelope_for(&EgressSupport::Unavailable("no nft".into()));
         assert!(e.violations().is_empty(), "{:?}", e.violations());
         assert_eq!(e.max_mounts, 64);
         assert_eq!(e.network_modes, vec![NetworkMode::None]);
+        assert_eq!(e.egress_certification, EgressCertification::Unsupported);
         assert!(e.snapshots && e.snapshot_clone && e.list_dir && e.physically_contained_file_read);
         assert!(!e.active_mount_write);
+    }
+
+    #[test]
+    fn allowlist_is_offered_only_with_enforced_support() {
+        let e = envelope_for(&EgressSupport::Enforced {
+            ip: "/usr/sbin/ip".into(),
+            nsenter: "/usr/bin/nsenter".into(),
+            nft: "/usr/sbin/nft".into(),
+        });
+        assert!(e.violations().is_empty(), "{:?}", e.violations());
+        assert_eq!(
+            e.network_modes,
+            vec![NetworkMode::None, NetworkMode::Allowlist]
+        );
+        assert_eq!(e.egress_certification, EgressCertification::Enforced);
+        assert_eq!(e.enforcement.network, EnforcementLevel::ProviderEnforced);
     }
 }

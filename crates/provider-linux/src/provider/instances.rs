@@ -203,10 +203,12 @@ impl Inner {
                 "no package manager is offered",
             ));
         }
-        if request.profile.network_policy.mode() != NetworkMode::None {
+        if request.profile.network_policy.mode() == NetworkMode::Allowlist
+            && !crate::network::EgressSupport::probe_cached().is_enforced()
+        {
             return Err(SandboxError::unavailable(
                 Requirement::NetworkPolicy,
-                "only network mode none is offered",
+                "network mode allowlist is not offered on this host",
             ));
         }
         if request.profile.resources.disk_bytes.is_some() {
@@ -394,6 +396,13 @@ impl Inner {
                 .await?
                 .map_err(|e| provider_error(operation, format!("creating the cgroups: {e}")))?;
         }
+        let egress = match self.egress_prepare(operation, rec).await {
+            Ok(e) => e,
+            Err(e) => {
+                self.remove_cgroups(&rec.instance_id).await;
+                return Err(e);
+            }
+        };
         let plan = self
             .init_plan(rec)
             .map_err(|m| provider_error(operation, m))?;
@@ -402,10 +411,21 @@ impl Inner {
             .map_err(|e| provider_error(operation, format!("starting the instance: {e}")));
         match started {
             Ok(s) => match start_ticks(s.pid) {
-                Some(start_ticks) => Ok(InitRecord {
-                    pid: s.pid,
-                    start_ticks,
-                }),
+                Some(start_ticks) => {
+                    let init = InitRecord {
+                        pid: s.pid,
+                        start_ticks,
+                    };
+                    if let Some(egress) = egress {
+                        if let Err(e) = self.egress_attach(operation, rec, s.pid, egress).await {
+                            let mut started = rec.clone();
+                            started.init = Some(init);
+                            let _ = self.stop_init(operation, &started).await;
+                            return Err(e);
+                        }
+                    }
+                    Ok(init)
+                }
                 None => Err(provider_error(
                     operation,
                     format!("the instance's init (pid {}) exited at once", s.pid),
@@ -436,6 +456,10 @@ impl Inner {
         operation: Operation,
         rec: &InstanceRecord,
     ) -> Result<(), SandboxError> {
+        // The host end first: deleting it takes the instance end with it at
+        // once, where the namespace's own teardown after the kill is
+        // asynchronous.
+        let detached = self.egress_detach(operation, rec).await;
         if let Some(init) = rec.init {
             let pid = init.pid;
             let bound = STOP_BOUND;
@@ -474,6 +498,7 @@ impl Inner {
                 ));
             }
         }
+        detached?;
         if let Some(problem) = self.remove_cgroups(&rec.instance_id).await {
             return Err(provider_error(
                 operation,

@@ -41,9 +41,14 @@
 //!   ([`checkfu_sandbox_contained`]).
 //! * **Snapshots.** Uncompressed tars of every mount's host directory, of
 //!   the output tree and of the writable root layer. Custody `runner`.
-//! * **Network.** Mode `none` only; `allowlist` is not offered.
+//! * **Network.** Mode `none` is an empty network namespace (loopback
+//!   only). Mode `allowlist`, offered only where
+//!   [`crate::network::EgressSupport`] probed it enforceable, adds a veth
+//!   pair to the scope's bridge and an nftables rule set loaded from the
+//!   host ([`crate::network`]).
 
 mod command;
+mod egress;
 mod envelope;
 mod errors;
 mod execute;
@@ -56,7 +61,7 @@ mod sandbox;
 mod snapshots;
 mod sweep;
 
-pub use envelope::{envelope, host_platform};
+pub use envelope::{envelope, envelope_for, host_platform};
 pub use inner::{
     availability, LinuxConfig, LinuxProvider, LinuxProviderError, WorkloadUser,
     MATERIALIZATION_REVISION, PROVIDER_ID, PROVIDER_REVISION,

@@ -205,6 +205,14 @@ impl Inner {
         if let Some(e) = first_failure {
             return Err(e);
         }
+        let leftovers = inner.egress_sweep().await;
+        if !leftovers.is_empty() {
+            return Err(SandboxError::failed(
+                OP,
+                FailureReason::ProviderError,
+                format!("allowlist plumbing left: {}", leftovers.join("; ")),
+            ));
+        }
         Ok(result)
     }
 }

@@ -83,3 +83,24 @@ pub fn host_mounts_under(dir: &std::path::Path) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Host links whose alias names `scope` (its allowlist bridge and the host
+/// ends of its instances' veth pairs), read from `/sys/class/net` from
+/// outside the provider.
+pub fn scope_links(scope: &str) -> Vec<String> {
+    let own = format!("checkfu-linux:{scope}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/sys/class/net")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let alias = std::fs::read_to_string(e.path().join("ifalias")).unwrap_or_default();
+        let alias = alias.trim();
+        if alias == own || alias.starts_with(&format!("{own}:")) {
+            out.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    out.sort();
+    out
+}
