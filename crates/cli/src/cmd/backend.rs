@@ -217,7 +217,8 @@ pub async fn target(
     injectable(choice, &faults)?;
     match choice {
         ProviderChoice::Enrolled { id, registry } => {
-            // The suite tests what the provider claims, not its ceiling.
+            // The enrollment (drift check and ceiling) is applied by the
+            // suite itself (`SuiteOptions::enrollment`).
             let (served, _) = super::enrolled::lookup(id, registry)?;
             Box::pin(target(&served, busybox, faults)).await
         }

@@ -148,6 +148,27 @@ pub fn run(args: TestArgs) -> ExitCode {
         Ok(k) => k,
         Err(f) => return f.report(),
     };
+    // An enrolled provider is tested as `run` and `capabilities` use it:
+    // its live envelope must equal the enrolled one, and the cases run
+    // against it cut down to its ceiling.
+    let enrollment = match &choice {
+        super::ProviderChoice::Enrolled { id, registry } => {
+            match super::enrolled::lookup(id, registry) {
+                Ok((_, e)) => {
+                    if let Ok((_, cuts)) =
+                        checkfu_sandbox_runtime::ceiling::intersect(&e.envelope, &e.ceiling)
+                    {
+                        for c in cuts {
+                            eprintln!("checkfu: {id}: cut: {c}");
+                        }
+                    }
+                    Some(e)
+                }
+                Err(f) => return f.report(),
+            }
+        }
+        _ => None,
+    };
     let provider_command = match super::backend::provider_command(&choice) {
         Ok(c) => c,
         Err(f) => return f.report(),
@@ -187,6 +208,7 @@ pub fn run(args: TestArgs) -> ExitCode {
             cases: args.cases.clone(),
             case_deadline: std::time::Duration::from_secs(args.case_timeout),
             injected_faults: args.inject.clone(),
+            enrollment,
         };
         let progress = move |p: Progress<'_>| {
             let mut err = std::io::stderr().lock();
