@@ -81,7 +81,11 @@ fn keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites() {
     assert_eq!(mode & 0o777, 0o600);
     let before = std::fs::read(&private).unwrap();
     let o = output(checkfu().args(["sandbox", "keygen", "--out"]).arg(&keys));
-    assert_one_line_failure(&o, 125, &["already exists", "refusing to overwrite"]);
+    assert_one_line_failure(
+        &o,
+        1,
+        &["checkfu-signing.key.pem", "already exists", "refusing to overwrite"],
+    );
     assert_eq!(std::fs::read(&private).unwrap(), before);
 }
 

@@ -61,7 +61,7 @@ fn the_python_scaffold_runs_under_the_suite_with_every_case_a_recorded_skip() {
             .args(["sandbox", "init", "--lang", "python"])
             .arg(tmp.path().join("acme")),
     );
-    assert_one_line_failure(&o, 125, &["already exists"]);
+    assert_one_line_failure(&o, 1, &["already exists"]);
     assert_eq!(std::fs::read(&provider).unwrap(), before);
 }
 
