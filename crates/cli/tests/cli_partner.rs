@@ -84,7 +84,11 @@ fn keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites() {
     assert_one_line_failure(
         &o,
         1,
-        &["checkfu-signing.key.pem", "already exists", "refusing to overwrite"],
+        &[
+            "checkfu-signing.key.pem",
+            "already exists",
+            "refusing to overwrite",
+        ],
     );
     assert_eq!(std::fs::read(&private).unwrap(), before);
 }

@@ -472,7 +472,10 @@ fn a_provider_file_that_is_not_executable_is_named_by_its_mode() {
     assert_one_line_failure(
         &o,
         125,
-        &["expected an executable file at", "mode 0644, not executable"],
+        &[
+            "expected an executable file at",
+            "mode 0644, not executable",
+        ],
     );
     let o = output(
         checkfu()
