@@ -81,7 +81,15 @@ fn keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites() {
     assert_eq!(mode & 0o777, 0o600);
     let before = std::fs::read(&private).unwrap();
     let o = output(checkfu().args(["sandbox", "keygen", "--out"]).arg(&keys));
-    assert_one_line_failure(&o, 125, &["already exists", "refusing to overwrite"]);
+    assert_one_line_failure(
+        &o,
+        1,
+        &[
+            "checkfu-signing.key.pem",
+            "already exists",
+            "refusing to overwrite",
+        ],
+    );
     assert_eq!(std::fs::read(&private).unwrap(), before);
 }
 
@@ -195,7 +203,13 @@ fn add_enrolls_under_a_ceiling_reporting_cuts_then_list_and_remove() {
             .args(["sandbox", "list", "--providers"])
             .arg(&registry),
     );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
     assert_eq!(stdout(&o), "");
+    assert!(
+        stderr(&o).contains(&format!("no providers enrolled in {}", registry.display())),
+        "{}",
+        describe(&o)
+    );
     // Removed twice: refused, naming the id.
     let o = output(
         checkfu()
@@ -203,6 +217,26 @@ fn add_enrolls_under_a_ceiling_reporting_cuts_then_list_and_remove() {
             .arg(&registry),
     );
     assert_one_line_failure(&o, 1, &["remove acme", "no provider with that id"]);
+}
+
+/// A registry the user names is never given a directory tree of its own:
+/// its missing directory is named, before the provider starts, and
+/// nothing is created.
+#[test]
+fn add_to_a_named_registry_in_a_missing_directory_is_refused_naming_it() {
+    let s = signed();
+    let dir = s.path("no-such-dir/deeper");
+    let registry = dir.join("providers.toml");
+    let o = add(&s, &registry, "acme", None);
+    assert_one_line_failure(
+        &o,
+        125,
+        &[
+            &format!("--providers {}", registry.display()),
+            &format!("expected an existing directory {}", dir.display()),
+        ],
+    );
+    assert!(!s.path("no-such-dir").exists());
 }
 
 #[test]

@@ -61,7 +61,7 @@ fn the_python_scaffold_runs_under_the_suite_with_every_case_a_recorded_skip() {
             .args(["sandbox", "init", "--lang", "python"])
             .arg(tmp.path().join("acme")),
     );
-    assert_one_line_failure(&o, 125, &["already exists"]);
+    assert_one_line_failure(&o, 1, &["already exists"]);
     assert_eq!(std::fs::read(&provider).unwrap(), before);
 }
 
@@ -171,6 +171,31 @@ fn an_enrolled_id_selects_the_provider_under_its_ceiling() {
     assert_eq!(code(&o), 7, "{}", describe(&o));
 }
 
+/// `test --provider ID` runs the suite against the envelope `run` uses:
+/// the live one cut down to the enrollment's ceiling.
+#[test]
+fn test_of_an_enrolled_id_runs_against_the_envelope_cut_to_its_ceiling() {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = enrolled(tmp.path());
+    let o = output(
+        checkfu()
+            .args(["sandbox", "test", "--json", "-", "--provider", "acme"])
+            .args(["--case", "stage-seal-execute"])
+            .env("CHECKFU_PROVIDERS", &registry),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        doc["envelope"]["egress_certification"], "advisory_filter",
+        "{doc}"
+    );
+    assert!(
+        stderr(&o).contains("acme: cut: egress_certification"),
+        "{}",
+        describe(&o)
+    );
+}
+
 #[test]
 fn an_enrolled_provider_whose_live_envelope_drifted_is_refused_naming_the_field() {
     // The same executable (so the same code subject) now serves the Docker
@@ -201,6 +226,25 @@ fn an_enrolled_provider_whose_live_envelope_drifted_is_refused_naming_the_field(
         "{}",
         describe(&o)
     );
+    // `test` takes the same path: refused naming the field before any case
+    // runs, and nothing is signed.
+    let signed = tmp.path().join("drifted.dsse.json");
+    let o = output(
+        env.checkfu()
+            .args(["sandbox", "test", "--provider", "acme", "--sign"])
+            .arg(tmp.path().join("keys/checkfu-signing.key.pem"))
+            .arg("--evidence")
+            .arg(&signed)
+            .env("CHECKFU_PROVIDERS", &registry),
+    );
+    assert_eq!(code(&o), 125, "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("does not match its enrollment: protocol invalid: enrolled_envelope: "),
+        "{}",
+        describe(&o)
+    );
+    assert!(!stderr(&o).contains("[1/9]"), "{}", describe(&o));
+    assert!(!signed.exists());
     env.finish();
 }
 

@@ -453,3 +453,38 @@ fn processes_a_provider_command_forked_are_killed_with_it() {
     }
     assert_eq!(left, Vec::<u32>::new(), "helpers left");
 }
+
+/// A provider command that names a file without an execute bit is
+/// refused saying so (its mode), not as if nothing were there; the
+/// example the partner guide runs as a command is executable.
+#[test]
+fn a_provider_file_that_is_not_executable_is_named_by_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("provider.py");
+    std::fs::write(&script, "#!/usr/bin/env python3\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = output(
+        checkfu()
+            .args(["sandbox", "capabilities", "--provider-cmd"])
+            .arg(&script),
+    );
+    assert_one_line_failure(
+        &o,
+        125,
+        &[
+            "expected an executable file at",
+            "mode 0644, not executable",
+        ],
+    );
+    let o = output(
+        checkfu()
+            .args(["sandbox", "capabilities", "--provider-cmd"])
+            .arg(tmp.path().join("absent.py")),
+    );
+    assert_one_line_failure(&o, 125, &["actual none"]);
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/python-provider/provider.py");
+    let mode = std::fs::metadata(&example).unwrap().permissions().mode();
+    assert_ne!(mode & 0o111, 0, "{} mode {mode:o}", example.display());
+}

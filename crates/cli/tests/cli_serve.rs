@@ -131,3 +131,26 @@ fn an_unknown_fault_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-fault"));
 }
+
+/// A socket path that exists already is refused, named in the one error
+/// line, and left where it was.
+#[test]
+fn a_socket_path_that_exists_is_named_and_left_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("taken.sock");
+    std::fs::write(&path, b"not a socket").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_checkfu"))
+        .args(["sandbox", "serve", "--socket"])
+        .arg(&path)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(125), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("serve: --socket {}: ", path.display())),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), b"not a socket");
+}

@@ -156,10 +156,24 @@ fn an_unwritable_evidence_path_fails_before_any_case_runs() {
     let missing = tmp.path().join("no-such-dir/evidence.json");
     let missing = missing.to_str().unwrap();
     let good = tmp.path().join("ok.json");
+    let keys = tmp.path().join("keys");
+    let o = output(checkfu().args(["sandbox", "keygen", "--out"]).arg(&keys));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let key = keys.join("checkfu-signing.key.pem");
+    let key = key.to_str().unwrap();
     for args in [
         vec!["--json", missing],
         vec!["--junit", missing],
         vec!["--json", good.to_str().unwrap(), "--junit", missing],
+        vec!["--sign", key, "--evidence", missing],
+        vec![
+            "--json",
+            good.to_str().unwrap(),
+            "--sign",
+            key,
+            "--evidence",
+            missing,
+        ],
     ] {
         let o = output(checkfu().args(["sandbox", "test"]).args(&args));
         assert_eq!(code(&o), 125, "{args:?}: {}", describe(&o));

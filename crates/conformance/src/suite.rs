@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use checkfu_sandbox_contract::wire::WIRE_REVISION;
-use checkfu_sandbox_runtime::SandboxRuntime;
+use checkfu_sandbox_runtime::{Enrollment, SandboxRuntime};
 
 use crate::cases::run_case;
 use crate::context::{fail, Ctx};
@@ -23,6 +23,12 @@ pub struct SuiteOptions {
     pub case_deadline: Duration,
     /// Faults injected into the provider, recorded in the evidence.
     pub injected_faults: Vec<String>,
+    /// An enrolled provider's enrollment: the suite refuses a live
+    /// envelope that drifted from the enrolled one and runs against the
+    /// live envelope cut down to the ceiling, the envelope `run` and
+    /// `capabilities` use (`SandboxRuntime::register_enrolled`). `None`
+    /// tests the envelope the provider declares.
+    pub enrollment: Option<Enrollment>,
 }
 
 impl Default for SuiteOptions {
@@ -31,6 +37,7 @@ impl Default for SuiteOptions {
             cases: Vec::new(),
             case_deadline: Duration::from_secs(180),
             injected_faults: Vec::new(),
+            enrollment: None,
         }
     }
 }
@@ -67,6 +74,11 @@ pub enum SuiteError {
     /// The provider's envelope failed its own rules.
     #[error("the provider's envelope is invalid: {0}")]
     InvalidEnvelope(String),
+    /// An enrolled provider's live envelope differs from its enrolled one,
+    /// or a claim cannot be cut down to its ceiling (the runtime's error,
+    /// naming the field and both values).
+    #[error("the provider does not match its enrollment: {0}")]
+    Enrollment(String),
 }
 
 /// Runs the selected cases against `target`, in the spec's order.
@@ -77,8 +89,9 @@ pub enum SuiteError {
 /// ("declare and fail", spec "Conformance").
 ///
 /// # Errors
-/// [`SuiteError`] before any case runs: an unknown case id or an invalid
-/// envelope.
+/// [`SuiteError`] before any case runs: an unknown case id, an invalid
+/// envelope, or an enrolled provider whose envelope drifted
+/// ([`SuiteOptions::enrollment`]).
 pub async fn run_suite(
     target: Arc<dyn ConformanceTarget>,
     options: &SuiteOptions,
@@ -91,12 +104,16 @@ pub async fn run_suite(
         }
     }
     let provider = target.provider();
-    let envelope = provider.capabilities();
     let mut runtime = SandboxRuntime::new(target.clock());
-    runtime.register(provider.clone());
+    runtime
+        .register_as(provider.clone(), options.enrollment.as_ref())
+        .map_err(|e| SuiteError::Enrollment(e.to_string()))?;
     let adapter = runtime
         .adapter(provider.provider_id())
         .map_err(|f| SuiteError::InvalidEnvelope(f.to_string()))?;
+    // The envelope the cases run against: the declared one, or for an
+    // enrolled provider the live one cut down to its ceiling.
+    let envelope = adapter.envelope().clone();
     let declared: BTreeSet<Token> = target.declared_tokens();
     let unbacked: BTreeMap<Token, &'static str> = declared
         .iter()

@@ -52,6 +52,10 @@ pub fn decode<T: DeserializeOwned>(wire_type: WireType, bytes: &[u8]) -> Result<
     decode_value(wire_type, &value)
 }
 
+/// What a decode error expected of a required member that is absent (its
+/// `actual` is then `absent`).
+pub const MISSING_MEMBER_EXPECTED: &str = "present (a required field)";
+
 /// Decodes an already parsed JSON value as `T`, strictly. Same errors as
 /// [`decode`].
 pub fn decode_value<T: DeserializeOwned>(
@@ -70,7 +74,7 @@ pub fn decode_value<T: DeserializeOwned>(
 /// acceptable, the offending value), as [`decode`] reports it.
 pub fn decode_fields<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, Mismatch> {
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
-        let message = e.inner().to_string();
+        let mut message = e.inner().to_string();
         let mut path = e.path().to_string();
         let mut actual = lookup(value, e.path())
             .map(render)
@@ -87,6 +91,11 @@ pub fn decode_fields<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T
                 } else {
                     format!("{path}.{name}")
                 };
+            }
+            // What a missing member lacked is its presence, not serde's
+            // "missing field" wording.
+            if !present {
+                message = MISSING_MEMBER_EXPECTED.to_owned();
             }
         }
         // Inside an internally tagged enum serde buffers the content and the

@@ -238,3 +238,21 @@ async fn an_unsolicited_dispatch_marker_is_refused() {
     );
     c.close().await;
 }
+
+/// An `initialize` result without its required members names the first
+/// one and says what was expected of it: that it be present.
+#[tokio::test]
+async fn an_initialize_result_missing_a_member_names_it_as_expected_present() {
+    let mut c = tokio::process::Command::new("sh");
+    c.arg("-c")
+        .arg("read l; printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}'; read l");
+    let e = WireClient::spawn(c, options()).await.unwrap_err();
+    let (_, field, expected, actual) = protocol_field(&e);
+    assert_eq!(field, "contract_revision", "{e}");
+    assert_eq!(
+        expected,
+        checkfu_sandbox_contract::wire::MISSING_MEMBER_EXPECTED,
+        "{e}"
+    );
+    assert_eq!(actual, "absent", "{e}");
+}

@@ -217,7 +217,8 @@ pub async fn target(
     injectable(choice, &faults)?;
     match choice {
         ProviderChoice::Enrolled { id, registry } => {
-            // The suite tests what the provider claims, not its ceiling.
+            // The enrollment (drift check and ceiling) is applied by the
+            // suite itself (`SuiteOptions::enrollment`).
             let (served, _) = super::enrolled::lookup(id, registry)?;
             Box::pin(target(&served, busybox, faults)).await
         }
@@ -320,13 +321,22 @@ pub fn resolve(name: &str) -> Result<PathBuf, Failure> {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if name.contains('/') {
-        return if runnable(Path::new(name)) {
-            Ok(PathBuf::from(name))
-        } else {
-            Err(Failure::checkfu(format!(
-                "--provider-cmd: expected an executable file at {name:?}, actual none"
-            )))
+        if runnable(Path::new(name)) {
+            return Ok(PathBuf::from(name));
+        }
+        // Name what is there instead: nothing, something else than a
+        // regular file, or a file no execute bit is set on.
+        let actual = match std::fs::metadata(name) {
+            Err(_) => "none".to_owned(),
+            Ok(m) if !m.is_file() => "not a regular file".to_owned(),
+            Ok(m) => format!(
+                "a file of mode {:04o}, not executable (chmod +x)",
+                m.permissions().mode() & 0o7777
+            ),
         };
+        return Err(Failure::checkfu(format!(
+            "--provider-cmd: expected an executable file at {name:?}, actual {actual}"
+        )));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     for dir in std::env::split_paths(&path) {

@@ -24,6 +24,32 @@ impl RegistryFlag {
     pub fn path(&self) -> PathBuf {
         registry::path(self.providers.as_deref())
     }
+
+    /// The registry path, for writing: the default registry's directory is
+    /// created when missing, but the directory of a registry the user named
+    /// (`--providers` or `$CHECKFU_PROVIDERS`) must exist already.
+    ///
+    /// # Errors
+    /// 125 naming the file and its missing directory.
+    pub fn path_for_write(&self) -> Result<PathBuf, Failure> {
+        let path = self.path();
+        if path == registry::default_path() {
+            return Ok(path);
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => return Ok(path),
+        };
+        if dir.is_dir() {
+            Ok(path)
+        } else {
+            Err(Failure::checkfu(format!(
+                "--providers {}: expected an existing directory {}, actual none",
+                path.display(),
+                dir.display()
+            )))
+        }
+    }
 }
 
 /// Flags of `checkfu sandbox add`.
@@ -32,7 +58,9 @@ impl RegistryFlag {
     after_help = "The provider is started (or its socket reached) and its evidence \
 verified exactly as `checkfu sandbox verify` does; a provider whose evidence does not cover its \
 claims, or whose claims exceed the ceiling in a way that cannot be cut down, is refused and \
-nothing is written. Claims the ceiling cuts down are listed. Paths are stored absolute.
+nothing is written. Claims the ceiling cuts down are listed. Paths are stored absolute. The \
+default registry's directory is created when missing; the directory of a --providers (or \
+$CHECKFU_PROVIDERS) file must exist.
 
 Examples:
   checkfu sandbox add --id acme --provider-cmd ./provider.py --evidence evidence.dsse.json \\
@@ -114,7 +142,7 @@ fn try_add(args: &AddArgs) -> Result<ExitCode, Failure> {
             "expected --provider-cmd or --provider-socket (an image provider cannot be enrolled yet)",
         ));
     }
-    let path = args.registry.path();
+    let path = args.registry.path_for_write()?;
     let mut reg = Registry::load(&path).map_err(|e| Failure::checkfu(e.to_string()))?;
     if reg.get(&args.id).is_some() {
         return Err(Failure::refused(format!(
@@ -186,6 +214,9 @@ pub fn list(args: ListArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return Failure::checkfu(e.to_string()).report(),
     };
+    if reg.providers.is_empty() {
+        eprintln!("checkfu: no providers enrolled in {}", path.display());
+    }
     let mut text = String::new();
     for e in &reg.providers {
         let transport = match &e.transport {

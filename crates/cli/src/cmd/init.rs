@@ -29,7 +29,8 @@ Examples:
   checkfu sandbox init --lang python acme-provider
   checkfu sandbox test --provider-cmd acme-provider/provider.py
 
-Exit status: 0; 2 on usage errors; 125 when a file exists or cannot be written."
+Exit status: 0; 1 when a file exists (nothing is overwritten); 2 on usage errors; 125 when a
+file cannot be written."
 )]
 pub struct InitArgs {
     /// The provider's language.
@@ -69,6 +70,10 @@ pub fn run(args: InitArgs) -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(gone) => gone.exit(),
             }
+        }
+        // An existing file is refused (exit 1), never overwritten.
+        Err(e @ checkfu_sandbox_enroll::EnrollError::Exists { .. }) => {
+            Failure::refused(format!("init: {e}")).report()
         }
         Err(e) => Failure::checkfu(format!("init: {e}")).report(),
     }

@@ -17,7 +17,8 @@ overwritten. Prints the key id (sha256 of the public key's DER).
 Examples:
   checkfu sandbox keygen --out keys
 
-Exit status: 0; 2 on usage errors; 125 when a file exists or cannot be written."
+Exit status: 0; 1 when a file exists (nothing is overwritten); 2 on usage errors; 125 when a
+file cannot be written."
 )]
 pub struct KeygenArgs {
     /// Directory to write the key pair into.
@@ -39,6 +40,10 @@ pub fn run(args: KeygenArgs) -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(gone) => gone.exit(),
             }
+        }
+        // An existing file is refused (exit 1), never overwritten.
+        Err(e @ checkfu_sandbox_enroll::EnrollError::Exists { .. }) => {
+            Failure::refused(format!("keygen: {e}")).report()
         }
         Err(e) => Failure::checkfu(format!("keygen: {e}")).report(),
     }

@@ -86,6 +86,16 @@ pub fn run(args: ServeArgs) -> ExitCode {
         };
         let served = Served::new(target.provider())
             .with_hooks(Arc::new(TargetHooks::new(target.clone(), manual_clock)));
+        // A path that exists already is refused by bind and is not ours to
+        // remove afterwards.
+        let socket_existed = args
+            .socket
+            .as_deref()
+            .is_some_and(|p| std::fs::symlink_metadata(p).is_ok());
+        let on = match &args.socket {
+            Some(path) => format!("serve: --socket {}", path.display()),
+            None => "serve".to_owned(),
+        };
         let serving = async {
             match &args.socket {
                 Some(path) => serve_unix(served, path).await,
@@ -96,11 +106,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
             r = serving => match r {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e @ checkfu_sandbox_wire::ServeError::Protocol(_)) => {
-                    eprintln!("checkfu: serve: {e}");
+                    eprintln!("checkfu: {on}: {e}");
                     ExitCode::from(1)
                 }
                 Err(e) => {
-                    eprintln!("checkfu: serve: {e}");
+                    eprintln!("checkfu: {on}: {e}");
                     ExitCode::from(125)
                 }
             },
@@ -112,7 +122,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
                 }
             },
         };
-        if let Some(path) = &args.socket {
+        if let Some(path) = args.socket.as_deref().filter(|_| !socket_existed) {
             let _ = std::fs::remove_file(path);
         }
         super::close_target(&target).await;

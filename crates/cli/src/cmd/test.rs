@@ -25,8 +25,8 @@ A served provider (--provider-cmd, --provider-socket) is tested through its conf
 hooks (author-kit/PROTOCOL.md); the evidence names the command, the SHA-256 of its executable
 and the digest of its envelope.
 
-The --json and --junit files are created before any case runs (an unwritable path fails at
-once) and removed again when the suite does not complete. SIGINT or SIGTERM stops the suite
+The --json and --junit files are created, and --evidence checked for writing, before any case
+runs (an unwritable path fails at once) and removed again when the suite does not complete. SIGINT or SIGTERM stops the suite
 mid-case and closes the target (Docker: every container, image and network of its scope and
 its state directory, at most 60 s) before checkfu exits.
 
@@ -99,6 +99,19 @@ impl Sinks {
                 }
             },
         };
+        // --evidence is written after the suite (once it is signed); check
+        // now that it can be, without truncating evidence already there.
+        if let Some(path) = &args.evidence {
+            if let Err(code) = check_writable(path) {
+                if let Some((p, _)) = &json_file {
+                    let _ = std::fs::remove_file(p);
+                }
+                if let Some((p, _)) = &junit_file {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(code);
+            }
+        }
         Ok(Sinks {
             json_file,
             json_to_stdout: args.json.as_deref() == Some("-"),
@@ -116,6 +129,29 @@ impl Sinks {
         if let Some((path, file)) = self.junit_file {
             drop(file);
             let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Whether `path` can be written: opened for writing without truncating
+/// (and removed again when this created it).
+fn check_writable(path: &std::path::Path) -> Result<(), ExitCode> {
+    let existed = std::fs::symlink_metadata(path).is_ok();
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("checkfu: --evidence {}: cannot create: {e}", path.display());
+            Err(ExitCode::from(125))
         }
     }
 }
@@ -147,6 +183,27 @@ pub fn run(args: TestArgs) -> ExitCode {
     {
         Ok(k) => k,
         Err(f) => return f.report(),
+    };
+    // An enrolled provider is tested as `run` and `capabilities` use it:
+    // its live envelope must equal the enrolled one, and the cases run
+    // against it cut down to its ceiling.
+    let enrollment = match &choice {
+        super::ProviderChoice::Enrolled { id, registry } => {
+            match super::enrolled::lookup(id, registry) {
+                Ok((_, e)) => {
+                    if let Ok((_, cuts)) =
+                        checkfu_sandbox_runtime::ceiling::intersect(&e.envelope, &e.ceiling)
+                    {
+                        for c in cuts {
+                            eprintln!("checkfu: {id}: cut: {c}");
+                        }
+                    }
+                    Some(e)
+                }
+                Err(f) => return f.report(),
+            }
+        }
+        _ => None,
     };
     let provider_command = match super::backend::provider_command(&choice) {
         Ok(c) => c,
@@ -187,6 +244,7 @@ pub fn run(args: TestArgs) -> ExitCode {
             cases: args.cases.clone(),
             case_deadline: std::time::Duration::from_secs(args.case_timeout),
             injected_faults: args.inject.clone(),
+            enrollment,
         };
         let progress = move |p: Progress<'_>| {
             let mut err = std::io::stderr().lock();

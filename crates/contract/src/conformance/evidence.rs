@@ -134,7 +134,11 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
 pub struct Evidence {
     /// [`SUITE_REVISION`].
     pub suite_revision: String,
-    /// The wire revision of the contract.
+    /// The revision of the contract's types and strict codec the evidence
+    /// was produced under: `checkfu.sandbox/v1`
+    /// ([`crate::wire::WIRE_REVISION`]), the value `initialize` carries as
+    /// `contract_revision`. It is not the wire protocol's revision
+    /// (`checkfu.sandbox.wire/v1`): an in-process run uses no wire.
     pub wire_revision: String,
     /// Target name.
     pub target: String,
