@@ -85,6 +85,8 @@ enum SandboxCommand {
     Capabilities(cmd::capabilities::CapabilitiesArgs),
     /// Sweep orphaned instances and snapshots of the CLI's scope.
     Cleanup(cmd::cleanup::CleanupArgs),
+    /// List the snapshots a provider holds for a scope, and which `run --resume` can use.
+    Snapshots(cmd::snapshots::SnapshotsArgs),
     /// Build the offline fixture image (Docker, or the Linux provider's store) and print its pinned reference.
     Fixture(cmd::fixture::FixtureArgs),
     /// Manage the Linux provider's local OCI image store (import).
@@ -128,6 +130,7 @@ fn main() -> ExitCode {
         Top::Sandbox(SandboxCommand::Run(args)) => cmd::run::run(args),
         Top::Sandbox(SandboxCommand::Capabilities(args)) => cmd::capabilities::run(args),
         Top::Sandbox(SandboxCommand::Cleanup(args)) => cmd::cleanup::run(args),
+        Top::Sandbox(SandboxCommand::Snapshots(args)) => cmd::snapshots::run(args),
         Top::Sandbox(SandboxCommand::Fixture(args)) => cmd::fixture::run(args),
         Top::Sandbox(SandboxCommand::Image(args)) => cmd::images::run(args),
         Top::Sandbox(SandboxCommand::Faults(args)) => cmd::faults::run(args),

@@ -3,8 +3,8 @@
 
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::{
-    CleanupResult, ImageReference, Requirement, SandboxError, SandboxFailure, SweepCandidate,
-    Timestamp,
+    CleanupInventory, CleanupResult, ImageReference, Requirement, SandboxError, SandboxFailure,
+    SweepCandidate, Timestamp,
 };
 
 use crate::adapter::{admit_cleanup, first_repeat};
@@ -88,6 +88,21 @@ impl Adapter {
         pinned_snapshots: Vec<String>,
     ) -> Res<CleanupResult> {
         let request = admit_cleanup(now, orphaned_before, pinned_snapshots)?;
+        let inventory = self.cleanup_inventory().await?;
+        Ok(request.would_sweep(&inventory))
+    }
+
+    /// cleanupInventory, checked: every live instance and snapshot of the
+    /// provider with the `created_at` / `expires_at` its own record
+    /// carries (`None` when unreadable). Used by the dry run and by
+    /// listings of the snapshots a provider holds.
+    ///
+    /// # Errors
+    /// `SandboxLifecycleConflict{operation: cleanup_inventory, actual:
+    /// cleanup_inventory_unsupported}` when the member is absent; the
+    /// provider's error; `SandboxProtocolInvalid{operation:
+    /// cleanup_inventory}` for an empty or repeated id.
+    pub async fn cleanup_inventory(&self) -> Res<CleanupInventory> {
         let Some(member) = self.provider().cleanup_inventory() else {
             return Err(SandboxError::conflict(
                 op::CLEANUP_INVENTORY,
@@ -124,7 +139,7 @@ impl Adapter {
                 .into());
             }
         }
-        Ok(request.would_sweep(&inventory))
+        Ok(inventory)
     }
 }
 

@@ -15,14 +15,21 @@
 //! and the instance is destroyed before [`run`] returns
 //! [`SessionError::Cancelled`].
 //!
+//! A durable run's outcome carries a [`Checkpoint`] (the settled snapshot
+//! and what resuming it needs); [`RunPlan::resume`] runs the workload in a
+//! fresh instance resumed from one instead of a provisioned one, and a
+//! [`CheckpointStore`] keeps them across processes.
+//!
 //! Every provider call goes through the runtime's `Adapter`; this crate
 //! never calls a provider member itself.
 
+pub mod checkpoints;
 mod error;
 pub mod outputs;
 mod plan;
 mod session;
 
+pub use checkpoints::{Checkpoint, CheckpointStore, CHECKPOINT_REVISION};
 pub use error::SessionError;
 pub use outputs::{Changed, CopyReport, Skipped};
 pub use plan::{MountPlan, MountSource, RunPlan};

@@ -67,6 +67,19 @@ pub struct RunPlan {
     /// it under the ceiling and refuses a drifted live envelope. `None`
     /// for a provider registered as it declares itself.
     pub enrollment: Option<checkfu_sandbox_runtime::Enrollment>,
+    /// The workspace id of the instance (and of the snapshot a durable
+    /// release settles); the CLI uses its scope. A resumed snapshot must
+    /// carry the same (the runtime refuses `snapshot.workspace_id`).
+    pub workspace_id: String,
+    /// How long a durable release's snapshot is retained, in seconds (at
+    /// least 1); [`SNAPSHOT_RETENTION_SECONDS`](crate::SNAPSHOT_RETENTION_SECONDS)
+    /// by default.
+    pub snapshot_retention_seconds: i64,
+    /// Resume this checkpoint instead of provisioning: the instance comes
+    /// back active with the snapshot's files, its root image and mounts;
+    /// no mount is staged (`mounts` must be empty) and `image` is not
+    /// resolved.
+    pub resume: Option<crate::Checkpoint>,
 }
 
 fn refuse(field: &str, expected: impl Into<String>, actual: impl Into<String>) -> SessionError {
@@ -113,6 +126,24 @@ impl RunPlan {
         check_mount_plan(&self.declared_mounts())
             .map_err(|e| SessionError::Sandbox(SandboxFailure::from(e)))?;
         self.check_command()?;
+        if self.resume.is_some() && !self.mounts.is_empty() {
+            return Err(SandboxError::invalid_request(
+                op::RESUME,
+                "mounts",
+                "none: a resumed instance keeps its snapshot's mounts",
+                format!("{} mount(s)", self.mounts.len()),
+            )
+            .into());
+        }
+        if self.snapshot_retention_seconds < 1 {
+            return Err(SandboxError::invalid_request(
+                op::RELEASE,
+                "snapshot_expires_at",
+                "a retention of at least 1 second",
+                format!("{} s", self.snapshot_retention_seconds),
+            )
+            .into());
+        }
         if let Some(dir) = &self.outputs {
             if dir.exists() && !dir.is_dir() {
                 return Err(SessionError::Host(format!(
@@ -173,8 +204,11 @@ impl RunPlan {
         Ok(())
     }
 
-    /// The declared mounts, in plan order.
+    /// The declared mounts, in plan order (a resumed checkpoint's own).
     pub fn declared_mounts(&self) -> Vec<SandboxMount> {
+        if let Some(c) = &self.resume {
+            return c.mounts.clone();
+        }
         self.mounts.iter().map(|m| m.mount.clone()).collect()
     }
 }

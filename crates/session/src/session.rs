@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::outputs::{copy_outputs, CopyReport};
 use crate::plan::{MountSource, RunPlan};
 use crate::SessionError;
+use crate::{Checkpoint, CHECKPOINT_REVISION};
 
 /// Status of a workload that ran past its timeout (as `timeout(1)`).
 pub const EXIT_TIMED_OUT: u8 = 124;
@@ -137,6 +138,9 @@ pub struct RunOutcome {
     pub outputs: Option<CopyReport>,
     /// The snapshot a durable release settled.
     pub snapshot: Option<SandboxSnapshot>,
+    /// That snapshot with what resuming it needs (record it in a
+    /// [`CheckpointStore`](crate::CheckpointStore) to resume it later).
+    pub checkpoint: Option<Checkpoint>,
 }
 
 impl RunOutcome {
@@ -273,8 +277,13 @@ async fn flow(
         .map_err(SandboxFailure::from)?;
     // The registered adapter pins the image and tells whether a process
     // limit is enforced; selection then proves it meets the run's needs.
+    // A resumed checkpoint carries its pinned image: the runtime's resume
+    // checks hold it to the snapshot, and the provider to its record.
     let registered = runtime.adapter(&provider_id)?;
-    let root_image = registered.resolve_image(&plan.image).await?;
+    let root_image = match &plan.resume {
+        Some(c) => c.root_image.clone(),
+        None => registered.resolve_image(&plan.image).await?,
+    };
     observer.event(Event::Image(&root_image));
     let pids_enforced = registered.envelope().enforcement.pids != EnforcementLevel::NotEnforced;
     let profile = profile(plan, root_image.digest(), pids_enforced);
@@ -291,8 +300,12 @@ async fn flow(
     let request = SandboxProvisionRequest {
         provider: adapter.provider_id().to_owned(),
         placement: adapter.envelope().placement,
-        workspace_id: "cli".into(),
-        session_id: run_id.clone(),
+        workspace_id: plan.workspace_id.clone(),
+        // A resumed instance continues its snapshot's Session.
+        session_id: match &plan.resume {
+            Some(c) => c.snapshot.session_id.clone(),
+            None => run_id.clone(),
+        },
         run_id: run_id.clone(),
         attempt_id: "1".into(),
         lease_id: run_id.clone(),
@@ -300,33 +313,27 @@ async fn flow(
         target: Tier::Container,
         profile,
         platform,
-        root_image,
-        mounts: declared,
+        root_image: root_image.clone(),
+        mounts: declared.clone(),
         expires_at: now.add_seconds(i64::from(plan.command.timeout_seconds) + EXPIRY_SLACK_SECONDS),
     };
-    let instance = adapter.provision(request).await?;
-    let id = instance.instance_id.clone();
-    tracked.set(&adapter, Some(&id));
-    tracing::info!(instance_id = %id, "provisioned");
-
-    for mount in &plan.mounts {
-        let progress = stage_progress(&mount.mount.path, observer);
-        let staged = match &mount.source {
-            MountSource::Folder(dir) => {
-                stage_folder(&adapter, &id, dir, &mount.mount.path, &progress).await
-            }
-            MountSource::Git {
-                repo,
-                rev,
-                repo_path,
-            } => {
-                let path = &mount.mount.path;
-                stage_git(&adapter, &id, repo, rev, repo_path, path, &progress).await
-            }
-        };
-        staged.map_err(|f| SessionError::input(&mount.input, f))?;
-    }
-    adapter.activate(&id).await?;
+    let id = match &plan.resume {
+        Some(c) => {
+            let instance = adapter.resume(request, c.snapshot.clone()).await?;
+            tracked.set(&adapter, Some(&instance.instance_id));
+            tracing::info!(instance_id = %instance.instance_id, snapshot_id = %c.snapshot.snapshot_id, "resumed");
+            instance.instance_id
+        }
+        None => {
+            let instance = adapter.provision(request).await?;
+            let id = instance.instance_id.clone();
+            tracked.set(&adapter, Some(&id));
+            tracing::info!(instance_id = %id, "provisioned");
+            stage_all(&adapter, &id, plan, observer).await?;
+            adapter.activate(&id).await?;
+            id
+        }
+    };
     tracing::info!(instance_id = %id, "workload started");
     let workload_started = tokio::time::Instant::now();
 
@@ -359,11 +366,17 @@ async fn flow(
         }
         None => None,
     };
+    let checkpoint = |snapshot: &SandboxSnapshot| Checkpoint {
+        revision: CHECKPOINT_REVISION,
+        snapshot: snapshot.clone(),
+        root_image: root_image.clone(),
+        mounts: declared.clone(),
+    };
     let snapshot = if plan.durable {
         let expires = runtime
             .clock()
             .now()
-            .add_seconds(SNAPSHOT_RETENTION_SECONDS);
+            .add_seconds(plan.snapshot_retention_seconds);
         match adapter.release(&id, Some(expires)).await? {
             ReleaseDisposition::Released { snapshot } => {
                 observer.event(Event::Snapshot(&snapshot));
@@ -383,8 +396,36 @@ async fn flow(
         status,
         instance_id: id,
         outputs,
+        checkpoint: snapshot.as_ref().map(checkpoint),
         snapshot,
     })
+}
+
+/// Stages every mount of the plan, in order, into a provisioning instance.
+async fn stage_all(
+    adapter: &Adapter,
+    id: &str,
+    plan: &RunPlan,
+    observer: &dyn Observer,
+) -> Result<(), SessionError> {
+    for mount in &plan.mounts {
+        let progress = stage_progress(&mount.mount.path, observer);
+        let staged = match &mount.source {
+            MountSource::Folder(dir) => {
+                stage_folder(adapter, id, dir, &mount.mount.path, &progress).await
+            }
+            MountSource::Git {
+                repo,
+                rev,
+                repo_path,
+            } => {
+                let path = &mount.mount.path;
+                stage_git(adapter, id, repo, rev, repo_path, path, &progress).await
+            }
+        };
+        staged.map_err(|f| SessionError::input(&mount.input, f))?;
+    }
+    Ok(())
 }
 
 /// Staging progress as events, from [`PROGRESS_FROM_FILES`] files on, at

@@ -34,6 +34,9 @@ fn plan(command: &[&str]) -> RunPlan {
         prompt: None,
         resources: Resources::default(),
         enrollment: None,
+        workspace_id: "cli".into(),
+        snapshot_retention_seconds: checkfu_sandbox_session::SNAPSHOT_RETENTION_SECONDS,
+        resume: None,
     }
 }
 
@@ -223,4 +226,72 @@ async fn cancellation_destroys_the_instance_and_reports_it() {
     assert_eq!(cancelled.len(), 1);
     assert!(cancelled[0].contains("mem-inst-"), "{cancelled:?}");
     assert!(memory.live_instances().is_empty());
+}
+
+#[tokio::test]
+async fn a_resumed_checkpoint_keeps_the_files_of_the_durable_run() {
+    let memory = MemoryProvider::with_system_clock();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("x"), b"kept across resume").unwrap();
+    let mut first = plan(&["cp", "/data/x", "/mnt/session/outputs/y"]);
+    first.durable = true;
+    first.mounts.push(MountPlan {
+        input: "data".into(),
+        source: MountSource::Folder(data.path().to_path_buf()),
+        mount: SandboxMount {
+            path: "/data".into(),
+            access: MountAccess::ReadOnly,
+        },
+    });
+    let log = Log::default();
+    let outcome = session(&memory, &first, &log, CancellationToken::new())
+        .await
+        .unwrap();
+    let checkpoint = outcome.checkpoint.expect("a checkpoint");
+    assert_eq!(Some(&checkpoint.snapshot), outcome.snapshot.as_ref());
+    assert_eq!(checkpoint.mounts, first.declared_mounts());
+
+    // The resumed instance has the output file the first run wrote, and
+    // the mount it declared.
+    let out = tempfile::tempdir().unwrap();
+    let mut second = plan(&["cp", "/data/x", "/mnt/session/outputs/z"]);
+    second.resume = Some(checkpoint.clone());
+    second.outputs = Some(out.path().join("copied"));
+    second.check().unwrap();
+    let outcome = session(&memory, &second, &log, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, 0);
+    assert_eq!(
+        std::fs::read(out.path().join("copied/y")).unwrap(),
+        b"kept across resume"
+    );
+    assert_eq!(
+        std::fs::read(out.path().join("copied/z")).unwrap(),
+        b"kept across resume"
+    );
+    assert!(memory.live_instances().is_empty());
+
+    // Another workspace is refused by the runtime, naming both values.
+    let mut other = plan(&["true"]);
+    other.workspace_id = "elsewhere".into();
+    other.resume = Some(checkpoint.clone());
+    match session(&memory, &other, &log, CancellationToken::new()).await {
+        Err(SessionError::Sandbox(f)) => {
+            let text = f.to_string();
+            assert!(text.contains("snapshot.workspace_id"), "{text}");
+            assert!(text.contains("elsewhere") && text.contains("cli"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Mounts given with a resume are refused before anything runs.
+    let mut mounted = first.clone();
+    mounted.resume = Some(checkpoint);
+    assert!(matches!(mounted.check(), Err(SessionError::Sandbox(_))));
+    assert!(memory.live_instances().is_empty());
+    for id in memory.live_snapshots() {
+        let _ = memory
+            .destroy_snapshot(checkfu_sandbox_contract::DestroySnapshotRequest { snapshot_id: id })
+            .await;
+    }
 }

@@ -14,7 +14,8 @@ use super::{ProviderArg, ProviderChoice, ProviderFlags};
 #[command(
     after_help = "An instance is swept when it was created before now minus --older-than \
 or its hard expiry has passed; a snapshot when its retention has passed or it was created before \
-the cutoff. Only objects of the CLI's scope are considered: for Docker, containers, images and \
+the cutoff (a pin never saves an expired snapshot); the checkpoint `run --durable` recorded for a \
+swept snapshot is removed with it. Only objects of the CLI's scope are considered: for Docker, containers, images and \
 state-directory records labelled checkfu.sandbox.scope=<scope> (`cli`, or $CHECKFU_SCOPE) under \
 the CLI's state directory ($CHECKFU_STATE_DIR, else /var/lib/checkfu/sandbox for root, else \
 $XDG_STATE_HOME/checkfu/sandbox or ~/.local/state/checkfu/sandbox); for Linux, the records of that \
@@ -257,6 +258,15 @@ async fn sweep_provider(
         let swept = adapter.cleanup(now, orphaned_before, Vec::new());
         ("removed", swept.await?)
     };
+    if !args.dry_run {
+        // A swept snapshot can no longer be resumed: forget its checkpoint.
+        let store = super::snapshots::store();
+        for id in &result.snapshots {
+            if let Err(e) = store.forget(id) {
+                eprintln!("checkfu: checkpoint of snapshot {id}: cannot remove it: {e}");
+            }
+        }
+    }
     let mut listing = String::new();
     for id in &result.instances {
         listing.push_str(&format!("{verb} instance {id}\n"));

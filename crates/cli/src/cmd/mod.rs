@@ -28,6 +28,7 @@ pub mod schema;
 pub mod serve;
 pub mod served;
 pub mod signed;
+pub mod snapshots;
 pub mod test;
 pub mod verify;
 

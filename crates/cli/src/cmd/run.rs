@@ -32,6 +32,14 @@ pub const EXIT_OUTPUTS_INCOMPLETE: u8 = super::fail::EXIT_CHECKFU;
   checkfu sandbox run --provider docker --image IMAGE --prompt p.txt -- cat
   checkfu sandbox run --image demo:1 --env GREETING=hi -- sh -c 'exit 42'
   checkfu sandbox run --provider docker --image IMAGE --memory 512M --cpus 1.5 --pids 256 -- make
+  checkfu sandbox run --provider docker --image IMAGE --durable -- sh -c 'echo 1 > /mnt/session/outputs/n'
+  checkfu sandbox run --provider docker --resume SNAPSHOT --outputs out -- cat /mnt/session/outputs/n
+
+A durable run's snapshot id is printed on stderr and recorded in the state directory
+(checkpoints/); `checkfu sandbox snapshots` lists them. --resume runs in a fresh instance
+rehydrated from it, in the same scope ($CHECKFU_SCOPE) and on the same provider: another
+scope, another provider, an unknown id or an expired snapshot is refused (exit 125, naming
+the field and both values). `checkfu sandbox cleanup` sweeps expired snapshots.
 
 Mounts are copies: every file under HOST_DIR (or of REPO_PATH at REV) is staged into
 the sandbox through writeFile before activation; nothing the workload does reaches
@@ -56,9 +64,20 @@ pub struct RunArgs {
     /// Provider to run on.
     #[command(flatten)]
     pub provider: ProviderFlags,
-    /// Root image: `name@sha256:<hex>`, or `name[:tag]` (resolved to its digest first).
-    #[arg(long, value_name = "REF")]
-    pub image: String,
+    /// Root image: `name@sha256:<hex>`, or `name[:tag]` (resolved to its digest first). Not with --resume, which runs on the snapshot's own image.
+    #[arg(
+        long,
+        value_name = "REF",
+        required_unless_present = "resume",
+        conflicts_with = "resume"
+    )]
+    pub image: Option<String>,
+    /// Resume SNAPSHOT, which a --durable run printed (see `checkfu sandbox snapshots`): the command runs in a fresh instance with the snapshot's files, image and mounts (no --mount or --git). Docker, linux and served providers; the memory oracle's snapshots do not outlive its process.
+    #[arg(long, value_name = "SNAPSHOT", conflicts_with_all = ["mounts", "git"])]
+    pub resume: Option<String>,
+    /// How long a --durable run's snapshot is kept: N followed by s, m, h or d (at least 1s) [default: 24h].
+    #[arg(long, value_name = "DURATION", requires = "durable", value_parser = super::cleanup::parse_duration_seconds)]
+    pub retention: Option<i64>,
     /// Stage a host folder as a mount (repeatable).
     #[arg(long = "mount", value_name = "HOST_DIR:PATH[:ro|rw]")]
     pub mounts: Vec<String>,
@@ -89,7 +108,7 @@ pub struct RunArgs {
     /// Copy the regular files of /mnt/session/outputs into DIR afterwards (one over 16 MiB, or one that cannot be written into DIR, is named and skipped: exit 125).
     #[arg(long, value_name = "DIR")]
     pub outputs: Option<PathBuf>,
-    /// Durable retention: release settles a snapshot (kept 24 h) whose id is printed on stderr.
+    /// Durable retention: release settles a snapshot (kept 24 h, or --retention) whose id is printed on stderr; `run --resume ID` resumes it.
     #[arg(long)]
     pub durable: bool,
     /// Run through openProcess with the one-shot driver: FILE's bytes on stdin, then end of file (stdout up to 4 MiB).
@@ -147,8 +166,13 @@ pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
         Some((first, rest)) if !first.is_empty() => (first.clone(), rest.to_vec()),
         _ => return Err(Failure::usage("expected a command after --")),
     };
+    if args.retention == Some(0) {
+        return Err(Failure::usage(
+            "--retention 0s: a snapshot must be kept at least 1 second",
+        ));
+    }
     let mut plan = RunPlan {
-        image: args.image,
+        image: args.image.unwrap_or_default(),
         mounts,
         command: SandboxCommand {
             executable,
@@ -169,7 +193,15 @@ pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
             disk_bytes: None,
         },
         enrollment: None,
+        workspace_id: super::backend::scope(),
+        snapshot_retention_seconds: args
+            .retention
+            .unwrap_or(checkfu_sandbox_session::SNAPSHOT_RETENTION_SECONDS),
+        resume: None,
     };
+    if let Some(id) = &args.resume {
+        plan.resume = Some(super::snapshots::store().load(&format!("--resume {id}"), id)?);
+    }
     plan.check()?;
     if let Some(path) = &args.prompt {
         plan.prompt = Some(std::fs::read(path).map_err(|e| {
@@ -201,6 +233,9 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return Failure::usage(e.to_string()).report(),
     };
+    if args.resume.is_some() && !super::snapshots::outlives_process(&choice) {
+        return super::snapshots::memory_refusal().report();
+    }
     let plan = match plan(args) {
         Ok(p) => p,
         Err(f) => return f.report(),
@@ -272,6 +307,23 @@ async fn session(choice: ProviderChoice, plan: RunPlan) -> u8 {
             failure.code
         }
         Ok(outcome) => {
+            if let Some(checkpoint) = &outcome.checkpoint {
+                if !super::snapshots::outlives_process(&choice) {
+                    eprintln!(
+                        "checkfu: the memory oracle's snapshot lives only inside this process; \
+it cannot be resumed"
+                    );
+                } else if let Err(e) = super::snapshots::store().record(checkpoint) {
+                    eprintln!(
+                        "checkfu: the workload exited with status {}; snapshot {} cannot be \
+recorded for --resume ({e}), so checkfu exits {}",
+                        outcome.status,
+                        checkpoint.snapshot.snapshot_id,
+                        super::fail::EXIT_CHECKFU
+                    );
+                    return super::fail::EXIT_CHECKFU;
+                }
+            }
             if !outcome.outputs_complete() {
                 eprintln!(
                     "checkfu: the workload exited with status {}; the output copy is incomplete, \
