@@ -17,8 +17,10 @@ use super::fail::Failure;
 #[command(
     after_help = "The image is `FROM scratch` with Debian's busybox-static and the sandbox \
 layout; no registry is contacted. An image already built from the same busybox is reused. Build \
-progress goes to stderr; the pinned reference `checkfu-fixture@sha256:<image id>` is the last \
-line of stdout.
+progress goes to stderr; the image ID `sha256:<64 hex>` is the last line of stdout. The Docker \
+CLI reads it as that local image (`docker run --pull never sha256:<hex> ...`), and checkfu's \
+`--image` accepts it as the pinned reference `checkfu-fixture@sha256:<hex>` (the same hex), \
+which it also accepts as given.
 
 With `--provider linux` the same root file system is written as an OCI image (one uncompressed \
 layer) into the Linux provider's store; the pinned reference is `checkfu-fixture@sha256:<manifest \
@@ -76,6 +78,15 @@ async fn linux_fixture(busybox: &std::path::Path) -> Result<String, Failure> {
         .map_err(|e| failed(chain(&e)))
 }
 
+/// The image ID `sha256:<hex>` of a pinned Docker reference
+/// `name@sha256:<hex>` (the Docker provider pins by image ID).
+fn image_id(pinned: &str) -> String {
+    match pinned.rsplit_once('@') {
+        Some((_, digest)) => digest.to_owned(),
+        None => pinned.to_owned(),
+    }
+}
+
 /// Runs the command.
 pub fn run(args: FixtureArgs) -> ExitCode {
     let runtime = match super::tokio_runtime() {
@@ -98,7 +109,9 @@ pub fn run(args: FixtureArgs) -> ExitCode {
         };
         let mut progress = |line: &str| eprintln!("checkfu: fixture: {line}");
         match fixture::ensure_fixture(&docker, &args.busybox, &mut progress).await {
-            Ok(pinned) => match super::out::line(&pinned) {
+            // `name@sha256:<id>` is a registry digest to the Docker CLI,
+            // which would try to pull it: print the ID itself.
+            Ok(pinned) => match super::out::line(&image_id(&pinned)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(gone) => gone.exit(),
             },
