@@ -88,3 +88,68 @@ fn python_provider_passes_its_five_cases_and_leaves_nothing() {
     assert!(left.is_empty(), "instance directories left: {left:?}");
     env.finish();
 }
+
+/// Names that are not UTF-8 travel as `{"bytes_base64": ...}` (decision
+/// 021): a host file staged under one (writeFile), a workload file made
+/// under another (listDir, then a read), both copied out under their exact
+/// bytes.
+#[test]
+fn python_provider_stages_lists_and_reads_names_that_are_not_utf8() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+    let Some(env) = docker("python_provider_bytes") else {
+        return;
+    };
+    let provider = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/python-provider/provider.py")
+        .canonicalize()
+        .expect("examples/python-provider/provider.py");
+    let state = tempfile::tempdir().expect("state dir");
+    let line = format!(
+        "python3 {} --root-image {} --state-dir {} --scope {}",
+        provider.display(),
+        env.fixture,
+        state.path().display(),
+        env.scope
+    );
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let data = tmp.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join(OsStr::from_bytes(b"in-\xfe")), b"staged").unwrap();
+    let out = tmp.path().join("out");
+    let o = output(
+        checkfu()
+            .args(["sandbox", "run", "--provider-cmd", &line, "--image"])
+            .arg(&env.fixture)
+            .arg("--mount")
+            .arg(format!("{}:/data:ro", data.display()))
+            .arg("--outputs")
+            .arg(&out)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "cp /data/in-* /mnt/session/outputs/ && \
+                 printf made > \"/mnt/session/outputs/bad-$(printf '\\377')\"",
+            ]),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(
+        std::fs::read(out.join(OsStr::from_bytes(b"in-\xfe"))).ok(),
+        Some(b"staged".to_vec()),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(
+        std::fs::read(out.join(OsStr::from_bytes(b"bad-\xff"))).ok(),
+        Some(b"made".to_vec()),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(
+        containers_of(&env.scope),
+        Vec::<String>::new(),
+        "containers left"
+    );
+    env.finish();
+}
