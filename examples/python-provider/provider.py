@@ -754,12 +754,16 @@ class Provider:
             path = prefix + "/" + "/".join(crel)
             kind = contained.kind_of(st)
             if kind == "regular":
-                h = contained.hash_leaf(dfd, name)
+                # listDir never reads a body over 16 MiB, which no member can
+                # return (its sha256 is then absent); listProjectDir's is required.
+                h = contained.hash_leaf(dfd, name, None if project else FILE_BOUND)
                 if h is None:
                     if project:
                         entries.append({"path": path_wire(path), "kind": "other"})
                     return
-                e = {"path": path_wire(path), "size_bytes": h[0], "sha256": h[1]}
+                e = {"path": path_wire(path), "size_bytes": h[0]}
+                if h[1] is not None:
+                    e["sha256"] = h[1]
                 if project:
                     e["kind"] = "regular"
                 entries.append(e)
