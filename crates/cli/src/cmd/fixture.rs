@@ -32,12 +32,14 @@ Examples:
   checkfu sandbox run --provider docker --image \"$IMAGE\" -- sh -c 'exit 42'
   checkfu sandbox fixture --provider linux
 
-Exit status: 0; 125 when the daemon or the build failed; 141 when stdout was closed early."
+Exit status: 0; 125 when the daemon or the build failed, or a --busybox given does not exist; \
+141 when stdout was closed early."
 )]
 pub struct FixtureArgs {
-    /// A statically linked busybox binary.
-    #[arg(long, value_name = "PATH", default_value = fixture::DEFAULT_BUSYBOX_PATH)]
-    pub busybox: PathBuf,
+    /// A statically linked busybox binary (it must exist when given; without the flag
+    /// /bin/busybox, else Debian's busybox-static fetched into the cache).
+    #[arg(long, value_name = "PATH")]
+    pub busybox: Option<PathBuf>,
     /// Where the fixture goes: the Docker daemon or the Linux provider's image store.
     #[arg(long, value_name = "docker|linux", default_value = "docker")]
     pub provider: FixtureProvider,
@@ -93,9 +95,27 @@ pub fn run(args: FixtureArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    // A path given on purpose is used or refused, never replaced by the
+    // fallback the default path has.
+    let busybox = match args.busybox {
+        Some(path) => match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => path,
+            Ok(_) => {
+                return Failure::checkfu(format!(
+                    "--busybox {}: not a regular file",
+                    path.display()
+                ))
+                .report()
+            }
+            Err(e) => {
+                return Failure::checkfu(format!("--busybox {}: {e}", path.display())).report()
+            }
+        },
+        None => PathBuf::from(fixture::DEFAULT_BUSYBOX_PATH),
+    };
     runtime.block_on(async move {
         if args.provider == FixtureProvider::Linux {
-            return match linux_fixture(&args.busybox).await {
+            return match linux_fixture(&busybox).await {
                 Ok(pinned) => match super::out::line(&pinned) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(gone) => gone.exit(),
@@ -108,7 +128,7 @@ pub fn run(args: FixtureArgs) -> ExitCode {
             Err(e) => return super::backend::connect_failure(&e).report(),
         };
         let mut progress = |line: &str| eprintln!("checkfu: fixture: {line}");
-        match fixture::ensure_fixture(&docker, &args.busybox, &mut progress).await {
+        match fixture::ensure_fixture(&docker, &busybox, &mut progress).await {
             // `name@sha256:<id>` is a registry digest to the Docker CLI,
             // which would try to pull it: print the ID itself.
             Ok(pinned) => match super::out::line(&image_id(&pinned)) {

@@ -10,6 +10,20 @@ use checkfu_sandbox_contract::{MountAccess, SandboxError};
 
 use super::fail::Failure;
 
+/// Parses `--timeout`: whole seconds, at least 1 (at most `u32::MAX`).
+///
+/// # Errors
+/// A message naming the expected range and the value given.
+pub fn parse_timeout(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "expected whole seconds from 1 to {}, actual {text:?}",
+            u32::MAX
+        )),
+    }
+}
+
 /// Parses a byte count through parse-size: digits, optionally followed by
 /// `K`, `M`, `G` or `T` (powers of 1024; `B`, `KiB`, ... accepted, case
 /// insensitive). Zero is refused.
@@ -130,8 +144,9 @@ pub fn parse_env(flags: &[String]) -> Result<BTreeMap<String, String>, Failure> 
             Failure::input(&input, &e.into())
         };
         if !is_valid_environment_key(key) {
-            let expected = "keys matching ^[A-Za-z_][A-Za-z0-9_]*$";
-            return Err(refuse(format!("--env {text}"), expected, key.to_owned()));
+            return Err(Failure::usage(format!(
+                "--env {text}: expected a key matching ^[A-Za-z_][A-Za-z0-9_]*$, actual {key:?}"
+            )));
         }
         if environment
             .insert(key.to_owned(), value.to_owned())
