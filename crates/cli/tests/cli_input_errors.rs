@@ -50,6 +50,8 @@ fn a_workdir_that_is_relative_or_has_dot_dot_is_a_usage_error() {
 
 #[test]
 fn a_timeout_of_zero_or_out_of_range_is_a_usage_error_naming_the_range() {
+    let o = output(run_memory(&["--timeout", "0", "--", "true"]));
+    refused(&o, 2, &["--timeout 0", "from 1 to 4294967295"]);
     for value in ["0", "4294967296", "1.5", "x"] {
         let o = output(run_memory(&["--timeout", value, "--", "true"]));
         assert_eq!(code(&o), 2, "--timeout {value}: {}", describe(&o));

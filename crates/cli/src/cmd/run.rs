@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::fail::Failure;
 use super::run_events::Printer;
 use super::run_flags::{
-    parse_bytes, parse_cpu_millis, parse_env, parse_git, parse_mount, parse_timeout,
+    parse_bytes, parse_cpu_millis, parse_env, parse_git, parse_mount, parse_timeout, TIMEOUT_RANGE,
 };
 use super::{ProviderChoice, ProviderFlags, Stop};
 
@@ -112,9 +112,9 @@ pub struct RunArgs {
 /// naming the input for one the contract refuses.
 pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
     if args.timeout == 0 {
-        return Err(Failure::usage(
-            "--timeout 0: the bound must be at least 1 second",
-        ));
+        return Err(Failure::usage(format!(
+            "--timeout 0: expected {TIMEOUT_RANGE}, actual 0"
+        )));
     }
     if let Some(expected) = checkfu_sandbox_contract::validate::path_problem(&args.workdir) {
         return Err(Failure::usage(format!(

@@ -10,18 +10,17 @@ use checkfu_sandbox_contract::{MountAccess, SandboxError};
 
 use super::fail::Failure;
 
-/// Parses `--timeout`: whole seconds, at least 1 (at most `u32::MAX`).
+/// What `--timeout` takes, for its messages.
+pub const TIMEOUT_RANGE: &str = "whole seconds from 1 to 4294967295";
+
+/// Parses `--timeout`: whole seconds up to `u32::MAX`. Zero parses, so
+/// that the plan refuses it in one line (as every other value it judges).
 ///
 /// # Errors
 /// A message naming the expected range and the value given.
 pub fn parse_timeout(text: &str) -> Result<u32, String> {
-    match text.parse::<u32>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "expected whole seconds from 1 to {}, actual {text:?}",
-            u32::MAX
-        )),
-    }
+    text.parse::<u32>()
+        .map_err(|_| format!("expected {TIMEOUT_RANGE}, actual {text:?}"))
 }
 
 /// Parses a byte count through parse-size: digits, optionally followed by
