@@ -288,16 +288,20 @@ def kind_of(st):
     return "other"
 
 
-def hash_leaf(dfd, name):
+def hash_leaf(dfd, name, hash_limit=None):
     """Size and sha256 of a regular file opened by descriptor, or None if it
-    changed kind under us."""
+    changed kind under us. A file over hash_limit bytes (by fstat) is not
+    read: (size, None)."""
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=dfd)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return None
+        if hash_limit is not None and st.st_size > hash_limit:
+            return st.st_size, None
         h = hashlib.sha256()
         size = 0
         while True:

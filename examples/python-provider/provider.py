@@ -153,6 +153,61 @@ def b64(b):
     return base64.b64encode(b).decode("ascii")
 
 
+# A file path on the wire is a JSON string when its bytes are UTF-8, else
+# {"bytes_base64": "<standard padded base64>"} (docs/decisions/021-byte-paths.md).
+# Inside, a path is a str whose bytes that are not UTF-8 are surrogate
+# escapes: what os.listdir returns and every os function takes.
+
+def wire_path(v, where):
+    """A wire path as a str (surrogate escapes for bytes that are not UTF-8)."""
+    if isinstance(v, str):
+        path = v
+    elif isinstance(v, dict):
+        check_members(v, {"bytes_base64"}, set(), where)
+        raw = b64decode(v["bytes_base64"], where + ".bytes_base64")
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            path = raw.decode("utf-8", "surrogateescape")
+        else:
+            raise RpcError(-32602, "%s.bytes_base64: a path whose bytes are valid UTF-8 "
+                                   "travels as a string" % where)
+    else:
+        raise RpcError(-32602, "%s: expected a string or {\"bytes_base64\": ...}" % where)
+    if "\0" in path:
+        raise RpcError(-32602, "%s: a path without NUL" % where)
+    return path
+
+
+def path_wire(path):
+    """The wire form of a path str."""
+    raw = path.encode("utf-8", "surrogateescape")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"bytes_base64": b64(raw)}
+
+
+def shown(path):
+    """A path for a message: bytes that are not UTF-8 as \\xNN."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def scrub(v):
+    """A message value with every surrogate escape as \\xNN (JSON text is UTF-8)."""
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+            return v
+        except UnicodeEncodeError:
+            return shown(v)
+    if isinstance(v, dict):
+        return {k: scrub(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [scrub(x) for x in v]
+    return v
+
+
 # ---------------------------------------------------------------- docker
 
 def docker(*args, check=True, timeout=120, input=None):
@@ -401,9 +456,9 @@ class Provider:
             raise op_failed("write_file", "invalid_request", "mode must be 0..=511",
                             "mode", "permission bits 0..=511", json.dumps(mode))
         rec = self.load(p["instance_id"])
-        path = p["path"]
+        path = wire_path(p["path"], "path")
         if len(data) > FILE_BOUND:
-            raise SandboxError({"_tag": "SandboxFileTooLarge", "path": path,
+            raise SandboxError({"_tag": "SandboxFileTooLarge", "path": shown(path),
                                 "limit_bytes": FILE_BOUND, "actual_bytes": len(data)})
         pc = contained.components(path)
         oc = contained.components(OUTPUT_PATH)
@@ -413,7 +468,7 @@ class Provider:
             m = self.owner_mount(rec["mounts"], path)
             if m is None:
                 raise op_failed("write_file", "path_not_admitted",
-                                "%s is outside every mount and the output tree" % path)
+                                "%s is outside every mount and the output tree" % shown(path))
             if m["path"] == path:
                 raise op_failed("write_file", "invalid_request", "%s is a mount root" % path,
                                 "path", "a normalized file path below its root", path)
@@ -426,7 +481,7 @@ class Provider:
                                  WORKLOAD_GID if rw else None, mode)
         except contained.Refused as r:
             raise op_failed("write_file", "path_not_admitted" if r.reason == "outside_root"
-                            else r.reason, "cannot write %s" % path)
+                            else r.reason, "cannot write %s" % shown(path))
         return None
 
     # ---- activate
@@ -644,18 +699,19 @@ class Provider:
             raise op_failed("read_file", "invalid_request", "", "maximum_bytes",
                             "at most %d" % FILE_BOUND, str(p["maximum_bytes"]))
         root, rc = self.read_root(rec, p["allowed_root"], "read_file")
-        rel = self.relative(p["path"], rc)
+        path = wire_path(p["path"], "path")
+        rel = self.relative(path, rc)
         if rel is None:
             raise op_failed("read_file", "outside_root", "%s is not under %s"
-                            % (p["path"], p["allowed_root"]))
+                            % (shown(path), p["allowed_root"]))
         try:
             data = contained.read_file(root, rel, p["maximum_bytes"])
         except contained.Refused as r:
             if r.reason == "too_large":
-                raise SandboxError({"_tag": "SandboxFileTooLarge", "path": p["path"],
+                raise SandboxError({"_tag": "SandboxFileTooLarge", "path": shown(path),
                                     "limit_bytes": p["maximum_bytes"], "actual_bytes": r.size})
-            raise op_failed("read_file", r.reason, p["path"])
-        return {"path": p["path"], "content_base64": b64(data)}
+            raise op_failed("read_file", r.reason, shown(path))
+        return {"path": path_wire(path), "content_base64": b64(data)}
 
     def read_files(self, p):
         rec = self.active(p["instance_id"], "read_files")
@@ -669,15 +725,17 @@ class Provider:
                             str(total), str(p["aggregate_maximum_bytes"]))
         root, rc = self.read_root(rec, p["allowed_root"], "read_files")
         out = []
-        for f in files:
-            rel = self.relative(f["path"], rc)
+        paths = [wire_path(f["path"], "files[].path") for f in files]
+        for f, path in zip(files, paths):
+            rel = self.relative(path, rc)
             try:
                 if rel is None:
                     raise contained.Refused("outside_root")
                 data = contained.read_file(root, rel, f["maximum_bytes"])
-                out.append({"outcome": "read", "path": f["path"], "content_base64": b64(data)})
+                out.append({"outcome": "read", "path": path_wire(path),
+                            "content_base64": b64(data)})
             except contained.Refused as r:
-                o = {"outcome": r.reason, "path": f["path"]}
+                o = {"outcome": r.reason, "path": path_wire(path)}
                 if r.reason == "too_large":
                     o["size_bytes"] = r.size
                 out.append(o)
@@ -696,19 +754,23 @@ class Provider:
             path = prefix + "/" + "/".join(crel)
             kind = contained.kind_of(st)
             if kind == "regular":
-                h = contained.hash_leaf(dfd, name)
+                # listDir never reads a body over 16 MiB, which no member can
+                # return (its sha256 is then absent); listProjectDir's is required.
+                h = contained.hash_leaf(dfd, name, None if project else FILE_BOUND)
                 if h is None:
                     if project:
-                        entries.append({"path": path, "kind": "other"})
+                        entries.append({"path": path_wire(path), "kind": "other"})
                     return
-                e = {"path": path, "size_bytes": h[0], "sha256": h[1]}
+                e = {"path": path_wire(path), "size_bytes": h[0]}
+                if h[1] is not None:
+                    e["sha256"] = h[1]
                 if project:
                     e["kind"] = "regular"
                 entries.append(e)
             elif project:
-                e = {"path": path, "kind": kind}
+                e = {"path": path_wire(path), "kind": kind}
                 if kind == "symlink":
-                    e["target"] = os.readlink(name, dir_fd=dfd)
+                    e["target"] = path_wire(os.readlink(name, dir_fd=dfd))
                 entries.append(e)
 
         try:
@@ -903,6 +965,7 @@ class Server:
         self.threads = []
 
     def send(self, msg):
+        msg = scrub(msg)
         line = json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
         if len(line) - 1 > MAX_LINE:
             log("refusing to send a line over the bound")

@@ -88,3 +88,125 @@ fn python_provider_passes_its_five_cases_and_leaves_nothing() {
     assert!(left.is_empty(), "instance directories left: {left:?}");
     env.finish();
 }
+
+/// Names that are not UTF-8 travel as `{"bytes_base64": ...}` (decision
+/// 021): a host file staged under one (writeFile), a workload file made
+/// under another (listDir, then a read), both copied out under their exact
+/// bytes.
+#[test]
+fn python_provider_stages_lists_and_reads_names_that_are_not_utf8() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+    let Some(env) = docker("python_provider_bytes") else {
+        return;
+    };
+    let provider = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/python-provider/provider.py")
+        .canonicalize()
+        .expect("examples/python-provider/provider.py");
+    let state = tempfile::tempdir().expect("state dir");
+    let line = format!(
+        "python3 {} --root-image {} --state-dir {} --scope {}",
+        provider.display(),
+        env.fixture,
+        state.path().display(),
+        env.scope
+    );
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let data = tmp.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join(OsStr::from_bytes(b"in-\xfe")), b"staged").unwrap();
+    let out = tmp.path().join("out");
+    let o = output(
+        checkfu()
+            .args(["sandbox", "run", "--provider-cmd", &line, "--image"])
+            .arg(&env.fixture)
+            .arg("--mount")
+            .arg(format!("{}:/data:ro", data.display()))
+            .arg("--outputs")
+            .arg(&out)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "cp /data/in-* /mnt/session/outputs/ && \
+                 printf made > \"/mnt/session/outputs/bad-$(printf '\\377')\"",
+            ]),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(
+        std::fs::read(out.join(OsStr::from_bytes(b"in-\xfe"))).ok(),
+        Some(b"staged".to_vec()),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(
+        std::fs::read(out.join(OsStr::from_bytes(b"bad-\xff"))).ok(),
+        Some(b"made".to_vec()),
+        "{}",
+        describe(&o)
+    );
+    assert_eq!(
+        containers_of(&env.scope),
+        Vec::<String>::new(),
+        "containers left"
+    );
+    env.finish();
+}
+
+/// listDir never reads a body over 16 MiB (decision 018): a 24 GiB sparse
+/// file in the output tree is listed by size, named as skipped, and the
+/// rest is copied within the run's copy deadline (a provider hashing the
+/// holes would still be reading when the deadline abandons the copy).
+#[test]
+fn python_provider_lists_a_huge_sparse_output_without_reading_it() {
+    let Some(env) = docker("python_provider_sparse") else {
+        return;
+    };
+    let provider = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/python-provider/provider.py")
+        .canonicalize()
+        .expect("examples/python-provider/provider.py");
+    let state = tempfile::tempdir().expect("state dir");
+    let line = format!(
+        "python3 {} --root-image {} --state-dir {} --scope {}",
+        provider.display(),
+        env.fixture,
+        state.path().display(),
+        env.scope
+    );
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let out = tmp.path().join("out");
+    let o = output(
+        checkfu()
+            .args(["sandbox", "run", "--provider-cmd", &line, "--image"])
+            .arg(&env.fixture)
+            .args(["--timeout", "5", "--outputs"])
+            .arg(&out)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "echo ok > /mnt/session/outputs/a.txt; \
+                 dd if=/dev/zero of=/mnt/session/outputs/s bs=1 count=0 seek=24G",
+            ]),
+    );
+    assert_eq!(code(&o), 125, "{}", describe(&o));
+    let err = stderr(&o);
+    assert!(err.contains("/mnt/session/outputs/s"), "{}", describe(&o));
+    assert!(err.contains("exited with status 0"), "{}", describe(&o));
+    assert!(!err.contains("deadline"), "{}", describe(&o));
+    assert_eq!(
+        std::fs::read(out.join("a.txt")).ok(),
+        Some(b"ok\n".to_vec()),
+        "{}",
+        describe(&o)
+    );
+    assert!(!out.join("s").exists(), "the huge file is not copied");
+    assert_eq!(
+        containers_of(&env.scope),
+        Vec::<String>::new(),
+        "containers left"
+    );
+    env.finish();
+}

@@ -172,7 +172,7 @@ fn docker_bad_input_provisions_nothing() {
     let o = output(env.run(&["--mount", &mount, "--", "true"]));
     assert_one_line_failure(&o, 125, &["requirement mounts", &mount]);
     let o = output(env.run(&["--env", "A-B=1", "--", "true"]));
-    assert_one_line_failure(&o, 125, &["field command.environment"]);
+    assert_one_line_failure(&o, 2, &["--env A-B=1", "\"A-B\""]);
     assert_eq!(env.containers(), Vec::<String>::new());
     let o = output(env.checkfu().args([
         "sandbox",

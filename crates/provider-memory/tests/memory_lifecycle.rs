@@ -4,6 +4,7 @@
 mod common;
 
 use checkfu_sandbox_contract::identity::{check_clone, check_instance, check_snapshot};
+use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_memory::{FsNode, MemoryProvider, PROVIDER_ID};
 use common::*;
@@ -194,17 +195,32 @@ async fn read_only_mounts_are_sealed_at_activation() {
         p.node(&id, "/data/ro/a.txt"),
         Some(FsNode::File(b"staged".to_vec()))
     );
-    // writeFile is refused there too, the output tree and rw mounts still work.
-    let e = p
-        .write_file(WriteFileRequest {
-            instance_id: id.clone(),
-            path: format!("{RO}/a.txt").into(),
-            content_base64: Bytes(b"x".to_vec()),
-            mode: None,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(reason(&e), Some(FailureReason::ReadOnly));
+    // writeFile into any mount is provisioning-only (the scope narrows at
+    // activation); the workload's own writes to the output tree and rw
+    // mounts still work.
+    for path in [format!("{RO}/a.txt"), format!("{RW}/late.txt")] {
+        let e = p
+            .write_file(WriteFileRequest {
+                instance_id: id.clone(),
+                path: path.clone().into(),
+                content_base64: Bytes(b"x".to_vec()),
+                mode: None,
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                SandboxError::SandboxLifecycleConflict {
+                    operation,
+                    expected,
+                    actual: ConflictActual::Active,
+                } if *operation == op::WRITE_FILE && expected == "provisioning"
+            ),
+            "{path}: {e:?}"
+        );
+    }
+    assert!(p.node(&id, &format!("{RW}/late.txt")).is_none());
     for argv in [
         vec!["touch", "/data/rw/ok"],
         vec!["touch", "/mnt/session/outputs/ok"],

@@ -15,6 +15,15 @@ type Res<T> = Result<T, SandboxFailure>;
 /// The image name of a reference as given: the part before `@`, else
 /// before a trailing `:tag` (a `:` followed by no `/`, so a registry port
 /// stays in the name).
+/// The hex of a bare image ID `sha256:<64 lowercase hex>`.
+fn image_id_hex(reference: &str) -> Option<&str> {
+    reference.strip_prefix("sha256:").filter(|h| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 fn name_of(reference: &str) -> &str {
     if let Some((name, _)) = reference.split_once('@') {
         return name;
@@ -64,7 +73,12 @@ impl Adapter {
         if reference.contains('@') && pinned.as_str() != reference {
             return Err(refuse(format!("the pinned input {reference}")));
         }
-        if pinned.name() != name_of(reference) {
+        if let Some(hex) = image_id_hex(reference) {
+            // An image ID names no repository: the digest must be its own.
+            if pinned.digest().hex() != hex {
+                return Err(refuse(format!("a reference with digest {reference}")));
+            }
+        } else if pinned.name() != name_of(reference) {
             return Err(refuse(format!("a reference named {}", name_of(reference))));
         }
         Ok(pinned)

@@ -2,7 +2,9 @@
 //! command lookup, permission bits staged from a host folder and from Git,
 //! the kernel's argument space, environment, signal exits) run through the
 //! runtime on every provider, each row asserting the same outcome on each
-//! (decision 017). A provider joins by one line in
+//! (decision 017); and a table of writeFile edge cases (a root itself, a
+//! late write into a mount) sent to each provider directly, past the
+//! runtime's own refusal, asserting the same error on each. A provider joins by one line in
 //! [`PROVIDERS`].
 //!
 //! Gate: without a Docker daemon the Docker row prints a `SKIP` line,
@@ -39,6 +41,10 @@ const PROVIDERS: &[(&str, Setup)] = &[
 
 struct Target {
     adapter: Adapter,
+    /// The provider itself, for rows the runtime would refuse before the
+    /// call (a provider reached over the wire or by a suite without the
+    /// runtime must still answer the same).
+    provider: Arc<dyn SandboxProvider>,
     root_image: ImageReference,
     platform: Platform,
     resources: Resources,
@@ -50,9 +56,11 @@ fn memory_target() -> futures::future::BoxFuture<'static, Option<Target>> {
     Box::pin(async {
         let clock = ManualClock::new(Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap());
         let mut runtime = SandboxRuntime::new(Arc::new(clock.clone()));
-        runtime.register(Arc::new(MemoryProvider::new(clock.clone())));
+        let provider: Arc<dyn SandboxProvider> = Arc::new(MemoryProvider::new(clock.clone()));
+        runtime.register(provider.clone());
         Some(Target {
             adapter: runtime.adapter("memory").expect("adapter"),
+            provider,
             root_image: ImageReference::parse(&format!("checkfu-memory@sha256:{}", "0".repeat(64)))
                 .unwrap(),
             platform: Platform {
@@ -109,10 +117,12 @@ fn docker_target() -> futures::future::BoxFuture<'static, Option<Target>> {
         )
         .expect("provider");
         let mut runtime = SandboxRuntime::new(Arc::new(SystemClock));
-        runtime.register(Arc::new(provider.clone()));
+        let raw: Arc<dyn SandboxProvider> = Arc::new(provider.clone());
+        runtime.register(raw.clone());
         let teardown = move || sweep(provider, scope, state_dir);
         Some(Target {
             adapter: runtime.adapter("docker").expect("adapter"),
+            provider: raw,
             root_image: ImageReference::parse(&pinned).unwrap(),
             platform: host_platform(),
             resources: Resources {
@@ -156,7 +166,8 @@ fn linux_target() -> futures::future::BoxFuture<'static, Option<Target>> {
             .expect("linux provider");
         let pinned = provider.images().write_fixture(&bb).expect("fixture");
         let mut runtime = SandboxRuntime::new(Arc::new(SystemClock));
-        runtime.register(Arc::new(provider.clone()));
+        let raw: Arc<dyn SandboxProvider> = Arc::new(provider.clone());
+        runtime.register(raw.clone());
         let teardown = move || {
             std::thread::spawn(move || {
                 tokio::runtime::Builder::new_current_thread()
@@ -178,6 +189,7 @@ fn linux_target() -> futures::future::BoxFuture<'static, Option<Target>> {
         };
         Some(Target {
             adapter: runtime.adapter("linux").expect("adapter"),
+            provider: raw,
             root_image: ImageReference::parse(&pinned).unwrap(),
             platform: checkfu_sandbox_linux::host_platform(),
             resources: Resources {
@@ -387,6 +399,104 @@ fn table() -> Vec<Row> {
     ]
 }
 
+/// A writeFile edge case sent to the provider directly, in the state
+/// `active` says, with the error every provider must give (`None`: the
+/// write succeeds). Errors compare as their wire JSON without `message`.
+struct WriteRow {
+    name: &'static str,
+    active: bool,
+    path: &'static str,
+    error: Option<serde_json::Value>,
+}
+
+fn write_table() -> Vec<WriteRow> {
+    let root = |path: &'static str| {
+        serde_json::json!({
+            "_tag": "SandboxOperationFailed",
+            "operation": "write_file",
+            "reason": "invalid_request",
+            "field": "path",
+            "expected": "a normalized file path below its root",
+            "actual": path,
+        })
+    };
+    // Write scope narrows at activation (spec "Paths, mounts"): a mount
+    // path is provisioning-only, read-only or not (decision 005).
+    let late = serde_json::json!({
+        "_tag": "SandboxLifecycleConflict",
+        "operation": "write_file",
+        "expected": "provisioning",
+        "actual": "active",
+    });
+    vec![
+        WriteRow {
+            name: "writeFile at a mount's root path",
+            active: false,
+            path: "/git",
+            error: Some(root("/git")),
+        },
+        WriteRow {
+            name: "writeFile at the output tree's root path",
+            active: false,
+            path: "/mnt/session/outputs",
+            error: Some(root("/mnt/session/outputs")),
+        },
+        WriteRow {
+            name: "writeFile into the output tree once active",
+            active: true,
+            path: "/mnt/session/outputs/late.txt",
+            error: None,
+        },
+        WriteRow {
+            name: "late writeFile into a read-only mount",
+            active: true,
+            path: "/git/late.txt",
+            error: Some(late.clone()),
+        },
+        WriteRow {
+            name: "late writeFile into a read-write mount",
+            active: true,
+            path: "/src/late.txt",
+            error: Some(late),
+        },
+    ]
+}
+
+/// Runs the rows of `write_table` whose state is `active`.
+async fn run_write_rows(
+    name: &str,
+    target: &Target,
+    id: &str,
+    active: bool,
+    failures: &mut Vec<String>,
+) {
+    for row in write_table().into_iter().filter(|r| r.active == active) {
+        let outcome = target
+            .provider
+            .write_file(WriteFileRequest {
+                instance_id: id.to_owned(),
+                path: row.path.into(),
+                content_base64: Bytes(b"late".to_vec()),
+                mode: None,
+            })
+            .await;
+        let got = match outcome {
+            Ok(()) => None,
+            Err(e) => {
+                let mut v = serde_json::to_value(&e).expect("errors serialize");
+                v.as_object_mut().expect("an object").remove("message");
+                Some(v)
+            }
+        };
+        if got != row.error {
+            failures.push(format!(
+                "{name}: {}: got {got:?}, expected {:?}",
+                row.name, row.error
+            ));
+        }
+    }
+}
+
 async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head: &str) {
     let adapter = &target.adapter;
     let request = SandboxProvisionRequest {
@@ -438,8 +548,10 @@ async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head
     stage_git(adapter, &id, repo, head, "", "/git", &none)
         .await
         .expect("stage git");
-    adapter.activate(&id).await.expect("activate");
     let mut failures = Vec::new();
+    run_write_rows(name, target, &id, false, &mut failures).await;
+    adapter.activate(&id).await.expect("activate");
+    run_write_rows(name, target, &id, true, &mut failures).await;
     for row in table() {
         let command = SandboxCommand {
             executable: row.argv[0].clone(),

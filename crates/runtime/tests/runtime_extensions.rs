@@ -171,6 +171,23 @@ async fn a_malformed_or_foreign_pin_is_a_protocol_failure() {
 }
 
 #[tokio::test]
+async fn an_image_id_pins_to_any_name_with_its_own_digest_only() {
+    let id = format!("sha256:{HEX}");
+    let adapter = answering(Some(&format!("checkfu-fixture@sha256:{HEX}")), None);
+    assert_eq!(
+        adapter.resolve_image(&id).await.unwrap().as_str(),
+        format!("checkfu-fixture@sha256:{HEX}")
+    );
+    let other = "f".repeat(64);
+    let adapter = answering(Some(&format!("checkfu-fixture@sha256:{other}")), None);
+    let f = adapter.resolve_image(&id).await.unwrap_err();
+    assert_eq!(
+        protocol_field(&f),
+        (op::RESOLVE_IMAGE, "reference".to_owned())
+    );
+}
+
+#[tokio::test]
 async fn without_the_member_an_image_is_unavailable() {
     let adapter = answering(None, None);
     let f = adapter.resolve_image("demo:1").await.unwrap_err();

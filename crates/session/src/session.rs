@@ -10,9 +10,9 @@ use std::time::Duration;
 use checkfu_sandbox_contract::bounds::ROLLBACK_TIMEOUT_SECONDS;
 use checkfu_sandbox_contract::{
     Architecture, Clock, Digest, EnforcementLevel, ExitCause, FailureReason, ImageReference,
-    NetworkPolicy, Os, OutputStream, Platform, ProcessExit, ReleaseDisposition, RetentionMode,
-    SandboxError, SandboxFailure, SandboxProcessRequest, SandboxProfile, SandboxProvider,
-    SandboxProvisionRequest, SandboxSnapshot, SignalName, Tier,
+    NetworkPolicy, Os, OutputStream, Platform, ProcessExit, ReleaseDisposition, Requirement,
+    RetentionMode, SandboxError, SandboxFailure, SandboxProcessRequest, SandboxProfile,
+    SandboxProvider, SandboxProvisionRequest, SandboxSnapshot, SignalName, Tier,
 };
 use checkfu_sandbox_runtime::drivers::{one_shot, DriverError};
 use checkfu_sandbox_runtime::staging::{stage_folder, stage_git, StageProgress};
@@ -285,7 +285,40 @@ async fn flow(
         None => registered.resolve_image(&plan.image).await?,
     };
     observer.event(Event::Image(&root_image));
-    let pids_enforced = registered.envelope().enforcement.pids != EnforcementLevel::NotEnforced;
+    let enforcement = registered.envelope().enforcement;
+    let pids_enforced = enforcement.pids != EnforcementLevel::NotEnforced;
+    // A limit nobody enforces is refused naming the limit and both values
+    // (selection alone would say only "lacks resources").
+    let asked = &plan.resources;
+    for (field, value, level) in [
+        (
+            "resources.cpu_millis",
+            asked.cpu_millis.map(u64::from),
+            enforcement.cpu,
+        ),
+        (
+            "resources.memory_bytes",
+            asked.memory_bytes,
+            enforcement.memory,
+        ),
+        (
+            "resources.pids",
+            asked.pids.map(u64::from),
+            enforcement.pids,
+        ),
+        ("resources.disk_bytes", asked.disk_bytes, enforcement.disk),
+    ] {
+        if let (Some(value), EnforcementLevel::NotEnforced) = (value, level) {
+            return Err(SandboxError::unavailable(
+                Requirement::Resources,
+                format!(
+                    "{field}: expected a provider that enforces it, actual provider \
+{provider_id} enforcement not_enforced (asked {value})"
+                ),
+            )
+            .into());
+        }
+    }
     let profile = profile(plan, root_image.digest(), pids_enforced);
     let platform = host_platform();
     let declared = plan.declared_mounts();

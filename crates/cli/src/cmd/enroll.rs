@@ -65,7 +65,7 @@ $CHECKFU_PROVIDERS) file must exist.
 Examples:
   checkfu sandbox add --id acme --provider-cmd ./provider.py --evidence evidence.dsse.json \\
       --key keys/checkfu-signing.pub.pem --ceiling ceiling.toml
-  checkfu sandbox run --provider acme --image busybox -- true
+  checkfu sandbox run --provider acme --image busybox@sha256:<64 hex> -- true
 
 Exit status: 0 enrolled; 1 refused (one line per reason, or the id is already enrolled); 2 on usage errors; 125 when a file or \
 the provider cannot be read or the registry cannot be written."
@@ -95,7 +95,13 @@ pub struct AddArgs {
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "One line per enrolled provider: id, transport, evidence, ceiling \
-fields.\n\nExit status: 0; 125 when the registry does not read."
+fields.
+
+Examples:
+  checkfu sandbox list
+  checkfu sandbox list --providers ./providers.toml
+
+Exit status: 0; 125 when the registry does not read."
 )]
 pub struct ListArgs {
     /// The registry.
@@ -105,10 +111,12 @@ pub struct ListArgs {
 
 /// Flags of `checkfu sandbox remove`.
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Exit status: 0 removed; 1 when no provider has that id; 125 when the \
-registry does not read or cannot be written."
-)]
+#[command(after_help = "Examples:
+  checkfu sandbox remove acme
+  checkfu sandbox remove acme --providers ./providers.toml
+
+Exit status: 0 removed; 1 when no provider has that id; 2 for an id that is not an id (empty, \
+for one); 125 when the registry does not read or cannot be written.")]
 pub struct RemoveArgs {
     /// The enrolled id.
     pub id: String,
@@ -248,6 +256,9 @@ fn toml_inline(c: &Ceiling) -> String {
 
 /// Runs `remove`.
 pub fn remove(args: RemoveArgs) -> ExitCode {
+    if let Err(m) = registry::check_id(&args.id) {
+        return Failure::usage(format!("remove: {m}")).report();
+    }
     let path = args.registry.path();
     let mut reg = match Registry::load(&path) {
         Ok(r) => r,

@@ -17,8 +17,10 @@ use super::fail::Failure;
 #[command(
     after_help = "The image is `FROM scratch` with Debian's busybox-static and the sandbox \
 layout; no registry is contacted. An image already built from the same busybox is reused. Build \
-progress goes to stderr; the pinned reference `checkfu-fixture@sha256:<image id>` is the last \
-line of stdout.
+progress goes to stderr; the image ID `sha256:<64 hex>` is the last line of stdout. The Docker \
+CLI reads it as that local image (`docker run --pull never sha256:<hex> ...`), and checkfu's \
+`--image` accepts it as the pinned reference `checkfu-fixture@sha256:<hex>` (the same hex), \
+which it also accepts as given.
 
 With `--provider linux` the same root file system is written as an OCI image (one uncompressed \
 layer) into the Linux provider's store; the pinned reference is `checkfu-fixture@sha256:<manifest \
@@ -30,12 +32,14 @@ Examples:
   checkfu sandbox run --provider docker --image \"$IMAGE\" -- sh -c 'exit 42'
   checkfu sandbox fixture --provider linux
 
-Exit status: 0; 125 when the daemon or the build failed; 141 when stdout was closed early."
+Exit status: 0; 125 when the daemon or the build failed, or a --busybox given does not exist; \
+141 when stdout was closed early."
 )]
 pub struct FixtureArgs {
-    /// A statically linked busybox binary.
-    #[arg(long, value_name = "PATH", default_value = fixture::DEFAULT_BUSYBOX_PATH)]
-    pub busybox: PathBuf,
+    /// A statically linked busybox binary (it must exist when given; without the flag
+    /// /bin/busybox, else Debian's busybox-static fetched into the cache).
+    #[arg(long, value_name = "PATH")]
+    pub busybox: Option<PathBuf>,
     /// Where the fixture goes: the Docker daemon or the Linux provider's image store.
     #[arg(long, value_name = "docker|linux", default_value = "docker")]
     pub provider: FixtureProvider,
@@ -76,15 +80,42 @@ async fn linux_fixture(busybox: &std::path::Path) -> Result<String, Failure> {
         .map_err(|e| failed(chain(&e)))
 }
 
+/// The image ID `sha256:<hex>` of a pinned Docker reference
+/// `name@sha256:<hex>` (the Docker provider pins by image ID).
+fn image_id(pinned: &str) -> String {
+    match pinned.rsplit_once('@') {
+        Some((_, digest)) => digest.to_owned(),
+        None => pinned.to_owned(),
+    }
+}
+
 /// Runs the command.
 pub fn run(args: FixtureArgs) -> ExitCode {
     let runtime = match super::tokio_runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    // A path given on purpose is used or refused, never replaced by the
+    // fallback the default path has.
+    let busybox = match args.busybox {
+        Some(path) => match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => path,
+            Ok(_) => {
+                return Failure::checkfu(format!(
+                    "--busybox {}: not a regular file",
+                    path.display()
+                ))
+                .report()
+            }
+            Err(e) => {
+                return Failure::checkfu(format!("--busybox {}: {e}", path.display())).report()
+            }
+        },
+        None => PathBuf::from(fixture::DEFAULT_BUSYBOX_PATH),
+    };
     runtime.block_on(async move {
         if args.provider == FixtureProvider::Linux {
-            return match linux_fixture(&args.busybox).await {
+            return match linux_fixture(&busybox).await {
                 Ok(pinned) => match super::out::line(&pinned) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(gone) => gone.exit(),
@@ -97,8 +128,10 @@ pub fn run(args: FixtureArgs) -> ExitCode {
             Err(e) => return super::backend::connect_failure(&e).report(),
         };
         let mut progress = |line: &str| eprintln!("checkfu: fixture: {line}");
-        match fixture::ensure_fixture(&docker, &args.busybox, &mut progress).await {
-            Ok(pinned) => match super::out::line(&pinned) {
+        match fixture::ensure_fixture(&docker, &busybox, &mut progress).await {
+            // `name@sha256:<id>` is a registry digest to the Docker CLI,
+            // which would try to pull it: print the ID itself.
+            Ok(pinned) => match super::out::line(&image_id(&pinned)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(gone) => gone.exit(),
             },

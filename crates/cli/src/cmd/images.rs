@@ -4,13 +4,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use checkfu_sandbox_contract::{FailureReason, Operation, SandboxError};
-
 use super::backend::chain;
 use super::fail::Failure;
 
 /// Flags of `checkfu sandbox image`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  checkfu sandbox image import busybox.tar
+  checkfu sandbox image import ./oci-layout-dir")]
 pub struct ImageArgs {
     /// What to do.
     #[command(subcommand)]
@@ -57,12 +58,17 @@ pub fn run(args: ImageArgs) -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => Failure::from(SandboxError::failed(
-                    Operation::Fixture,
-                    FailureReason::ProviderError,
-                    format!("import {}: {}", source.display(), chain(&e)),
-                ))
-                .report(),
+                // A host-side failure of the Linux provider's store, not a
+                // sandbox operation: one line naming the source.
+                Err(e) => {
+                    let message = chain(&e);
+                    let shown = source.display().to_string();
+                    if message.contains(&shown) {
+                        Failure::checkfu(format!("image import: {message}")).report()
+                    } else {
+                        Failure::checkfu(format!("image import {shown}: {message}")).report()
+                    }
+                }
             }
         }
     }

@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::fail::Failure;
 use super::run_events::Printer;
-use super::run_flags::{parse_bytes, parse_cpu_millis, parse_env, parse_git, parse_mount};
+use super::run_flags::{
+    parse_bytes, parse_cpu_millis, parse_env, parse_git, parse_mount, parse_timeout, TIMEOUT_RANGE,
+};
 use super::{ProviderChoice, ProviderFlags, Stop};
 
 /// Exit status when the workload ran but its output copy is incomplete.
@@ -57,14 +59,16 @@ signal N ended it; 125 when checkfu or the provider failed (one line on stderr: 
 closed error tag, operation, field and values), or when the output copy is incomplete
 (the workload's status is reported on stderr first); 126/127 when the command could
 not be executed / was not found (as the provider reports them); 2 for a flag that
-does not parse (also --timeout 0 and a relative --workdir); 129/130/131/143 when
+does not parse (also --timeout 0, a --workdir that is relative or has . or .., a
+malformed --image, an --env key outside ^[A-Za-z_][A-Za-z0-9_]*$, and a --mount
+destination given twice); 129/130/131/143 when
 checkfu itself got SIGHUP/SIGINT/SIGQUIT/SIGTERM (the instance is destroyed first); 141 when stdout was closed by its reader (the run still finishes
 and releases the instance).")]
 pub struct RunArgs {
     /// Provider to run on.
     #[command(flatten)]
     pub provider: ProviderFlags,
-    /// Root image: `name@sha256:<hex>`, or `name[:tag]` (resolved to its digest first). Not with --resume, which runs on the snapshot's own image.
+    /// Root image: `name@sha256:<hex>`, `name[:tag]` or an image ID `sha256:<hex>` (both resolved to `name@sha256:<hex>` first). Not with --resume, which runs on the snapshot's own image.
     #[arg(
         long,
         value_name = "REF",
@@ -91,7 +95,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", default_value = "/workspace")]
     pub workdir: String,
     /// Wall-clock bound of the workload, in seconds (exit 124 past it).
-    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 600, value_parser = parse_timeout)]
     pub timeout: u32,
     /// Bound on each of stdout and stderr, in bytes (at most 16 MiB; not with --prompt).
     #[arg(long = "output-limit", value_name = "BYTES", default_value_t = MAX_OUTPUT_LIMIT_BYTES, conflicts_with = "prompt", value_parser = clap::value_parser!(u64).range(..=MAX_OUTPUT_LIMIT_BYTES))]
@@ -127,19 +131,31 @@ pub struct RunArgs {
 /// naming the input for one the contract refuses.
 pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
     if args.timeout == 0 {
-        return Err(Failure::usage(
-            "--timeout 0: the bound must be at least 1 second",
-        ));
-    }
-    if !args.workdir.starts_with('/') {
         return Err(Failure::usage(format!(
-            "--workdir {}: the working directory must be an absolute path in the sandbox",
+            "--timeout 0: expected {TIMEOUT_RANGE}, actual 0"
+        )));
+    }
+    if let Some(expected) = checkfu_sandbox_contract::validate::path_problem(&args.workdir) {
+        return Err(Failure::usage(format!(
+            "--workdir {}: the working directory must be {expected} in the sandbox",
             args.workdir
         )));
     }
-    let mut mounts = Vec::new();
+    if let Some(expected) = image_problem(&args.image) {
+        return Err(Failure::usage(format!(
+            "--image {}: expected {expected}",
+            args.image
+        )));
+    }
+    let mut mounts: Vec<MountPlan> = Vec::new();
     for text in &args.mounts {
         let (host, path, access) = parse_mount(text)?;
+        if let Some(earlier) = mounts.iter().find(|m| m.mount.path == path) {
+            return Err(Failure::usage(format!(
+                "--mount {text}: the destination {path} is already taken by {}",
+                earlier.input
+            )));
+        }
         mounts.push(MountPlan {
             input: format!("--mount {text}"),
             source: MountSource::Folder(host),
@@ -209,6 +225,63 @@ pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
         })?);
     }
     Ok(plan)
+}
+
+/// Why `image` is no image reference (`name@sha256:<64 lowercase hex>`,
+/// `name[:tag]`, or an image ID `sha256:<64 lowercase hex>`), or `None`.
+/// A name is lowercase letters, digits and `._-/` separators, optionally
+/// after a `host[:port]/`; a tag is up to 128 of `[A-Za-z0-9_.-]`, not
+/// starting with `.` or `-` (the Docker reference grammar, loosely).
+fn image_problem(image: &str) -> Option<&'static str> {
+    const SHAPE: &str = "name@sha256:<64 lowercase hex>, name[:tag] or sha256:<64 lowercase hex>";
+    let hex64 = |h: &str| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    if let Some(h) = image.strip_prefix("sha256:") {
+        return (!hex64(h)).then_some(SHAPE);
+    }
+    let name = match image.split_once('@') {
+        Some((name, digest)) => {
+            if !digest.strip_prefix("sha256:").is_some_and(hex64) {
+                return Some(SHAPE);
+            }
+            name
+        }
+        None => {
+            let slash = image.rfind('/').map_or(0, |i| i + 1);
+            match image[slash..].rfind(':') {
+                Some(i) => {
+                    let tag = &image[slash + i + 1..];
+                    let tag_ok = !tag.is_empty()
+                        && tag.len() <= 128
+                        && !tag.starts_with(['.', '-'])
+                        && tag
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+                    if !tag_ok {
+                        return Some(SHAPE);
+                    }
+                    &image[..slash + i]
+                }
+                None => image,
+            }
+        }
+    };
+    // An optional registry host (with a port) before the first '/'.
+    let path = match name.split_once('/') {
+        Some((host, rest)) if host.contains(['.', ':']) || host == "localhost" => rest,
+        _ => name,
+    };
+    let component_ok = |c: &str| {
+        !c.is_empty()
+            && c.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+            && c.starts_with(|ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit())
+            && c.ends_with(|ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit())
+    };
+    (!path.split('/').all(component_ok)).then_some(SHAPE)
 }
 
 /// SIGHUP, SIGINT, SIGQUIT and SIGTERM, installed now, fire `cancel`; the

@@ -10,6 +10,19 @@ use checkfu_sandbox_contract::{MountAccess, SandboxError};
 
 use super::fail::Failure;
 
+/// What `--timeout` takes, for its messages.
+pub const TIMEOUT_RANGE: &str = "whole seconds from 1 to 4294967295";
+
+/// Parses `--timeout`: whole seconds up to `u32::MAX`. Zero parses, so
+/// that the plan refuses it in one line (as every other value it judges).
+///
+/// # Errors
+/// A message naming the expected range and the value given.
+pub fn parse_timeout(text: &str) -> Result<u32, String> {
+    text.parse::<u32>()
+        .map_err(|_| format!("expected {TIMEOUT_RANGE}, actual {text:?}"))
+}
+
 /// Parses a byte count through parse-size: digits, optionally followed by
 /// `K`, `M`, `G` or `T` (powers of 1024; `B`, `KiB`, ... accepted, case
 /// insensitive). Zero is refused.
@@ -130,8 +143,9 @@ pub fn parse_env(flags: &[String]) -> Result<BTreeMap<String, String>, Failure> 
             Failure::input(&input, &e.into())
         };
         if !is_valid_environment_key(key) {
-            let expected = "keys matching ^[A-Za-z_][A-Za-z0-9_]*$";
-            return Err(refuse(format!("--env {text}"), expected, key.to_owned()));
+            return Err(Failure::usage(format!(
+                "--env {text}: expected a key matching ^[A-Za-z_][A-Za-z0-9_]*$, actual {key:?}"
+            )));
         }
         if environment
             .insert(key.to_owned(), value.to_owned())

@@ -241,8 +241,11 @@ pub struct DockerEnv {
     pub scope: String,
     /// `CHECKFU_STATE_DIR` of every command this test runs.
     pub state: tempfile::TempDir,
-    /// The pinned fixture reference.
+    /// The pinned fixture reference `checkfu-fixture@sha256:<image id>`.
     pub fixture: String,
+    /// The fixture's image ID `sha256:<hex>`, as `checkfu sandbox fixture`
+    /// prints it.
+    pub fixture_id: String,
     finished: bool,
 }
 
@@ -291,15 +294,13 @@ pub fn docker(name: &str) -> Option<DockerEnv> {
     let state = tempfile::tempdir().expect("state dir");
     let o = output(checkfu().args(["sandbox", "fixture"]));
     assert_eq!(code(&o), 0, "fixture: {}", describe(&o));
-    let fixture = stdout(&o)
-        .lines()
-        .last()
-        .expect("a pinned reference")
-        .to_owned();
+    let fixture_id = stdout(&o).lines().last().expect("an image ID").to_owned();
+    let fixture = format!("checkfu-fixture@{fixture_id}");
     Some(DockerEnv {
         scope,
         state,
         fixture,
+        fixture_id,
         finished: false,
     })
 }

@@ -83,6 +83,16 @@ impl SandboxProvider for MemoryProvider {
             ));
         };
         let sealed = record.state == InstanceState::Active && !seal_ignored;
+        // Write scope narrows at activation (spec "Paths, mounts"): a mount
+        // path is provisioning-only, the answer the runtime gives (decision
+        // 005) and every provider gives (launch parity table).
+        if sealed && owner.path != OUTPUT_PATH {
+            return Err(SandboxError::conflict(
+                op::WRITE_FILE,
+                "provisioning",
+                ConflictActual::Active,
+            ));
+        }
         let fail = |reason, what: &str| {
             SandboxError::failed(op::WRITE_FILE, reason, format!("{}: {what}", request.path))
         };
@@ -95,7 +105,13 @@ impl SandboxProvider for MemoryProvider {
         let depth = root.len();
         let rel = split(&request.path)[depth..].to_vec();
         if rel.is_empty() {
-            return Err(fail(FailureReason::NotRegularFile, "is a mount root"));
+            // A root itself is no file path: the runtime's answer.
+            return Err(SandboxError::invalid_request(
+                op::WRITE_FILE,
+                "path",
+                "a normalized file path below its root",
+                &request.path,
+            ));
         }
         // Create missing parents, contained under the owning root.
         let mut parent = root.clone();
