@@ -149,7 +149,7 @@ impl Inner {
         let mut homes: Vec<Home> = (0..request.mounts.len()).map(Home::Mount).collect();
         homes.push(Home::Output);
         for home in homes {
-            let dir = self.host_dir(id, home);
+            let dir = self.layout.home_dir(id, home);
             match std::fs::create_dir(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

@@ -133,7 +133,7 @@ impl SandboxProvider for DockerProvider {
                 &request.path,
             ));
         };
-        let host = inner.host_dir(&rec.instance_id, home);
+        let host = inner.layout.home_dir(&rec.instance_id, home);
         let owner = owner_of(&rec.request, home);
         let path = request.path.clone();
         let mode = request.effective_mode();
@@ -199,7 +199,7 @@ impl SandboxProvider for DockerProvider {
         &self,
         request: ReadFileRequest,
     ) -> Result<SandboxFileContent, SandboxError> {
-        self.inner.read_file(request).await
+        checkfu_sandbox_hostfs::reads::read_file(&*self.inner, request).await
     }
 
     async fn snapshot(

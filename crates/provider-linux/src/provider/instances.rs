@@ -22,6 +22,7 @@ use crate::cgroup::InstanceCgroups;
 use crate::image::ImageError;
 use crate::image::ImageStore;
 use crate::spawn::{self, Bind, InitPlan, RootMount};
+use crate::store::RootLayout as _;
 use crate::store::{self, Home, InitRecord, InstanceRecord, Layout, RootMode};
 
 /// How long a killed init may take to disappear before destroy fails.
@@ -263,7 +264,7 @@ impl Inner {
         let mut homes: Vec<Home> = (0..request.mounts.len()).map(Home::Mount).collect();
         homes.push(Home::Output);
         for home in homes {
-            let dir = self.host_dir(id, home);
+            let dir = self.layout.home_dir(id, home);
             match std::fs::create_dir(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

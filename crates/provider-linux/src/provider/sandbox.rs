@@ -127,7 +127,7 @@ impl SandboxProvider for LinuxProvider {
                 &request.path,
             ));
         };
-        let host = inner.host_dir(&rec.instance_id, home);
+        let host = inner.layout.home_dir(&rec.instance_id, home);
         let owner = owner_of(&rec.request, home);
         let path = request.path.clone();
         let mode = request.effective_mode();
@@ -189,7 +189,7 @@ impl SandboxProvider for LinuxProvider {
         &self,
         request: ReadFileRequest,
     ) -> Result<SandboxFileContent, SandboxError> {
-        self.inner.read_file(request).await
+        checkfu_sandbox_hostfs::reads::read_file(&*self.inner, request).await
     }
 
     async fn snapshot(
