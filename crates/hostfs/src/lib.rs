@@ -15,6 +15,8 @@
 //!   [`store::relative_to`]);
 //! * [`reads`]: readFile, readFiles, listDir and listProjectDir over an
 //!   instance's host directories;
+//! * [`write`]: writeFile into an instance's host directories;
+//! * [`process`]: the one-live-process-per-instance table of openProcess;
 //! * [`errors`]: containment and host failures as the contract's errors.
 //!
 //! Everything inside a directory a workload can write is touched only
@@ -24,6 +26,8 @@ pub mod archive;
 pub mod busybox;
 pub mod errors;
 pub mod leaves;
+pub mod process;
 pub mod reads;
 pub mod rootfs;
 pub mod store;
+pub mod write;

@@ -29,6 +29,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use checkfu_sandbox_contained::{self as contained, ContainedError, WalkEntry};
 use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
 use checkfu_sandbox_contract::{MountAccess, SandboxProvisionRequest};
+
+use crate::rootfs::CHECKFU_UID;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -231,6 +233,18 @@ pub fn home_of(request: &SandboxProvisionRequest, path: impl AsRef<[u8]>) -> Opt
         .filter(|(_, m)| is_within(path, &m.path))
         .max_by_key(|(_, m)| m.path.len())
         .map(|(i, m)| (Home::Mount(i), m.path.as_str()))
+}
+
+/// Owner of files in a home's host directory: the workload user for the
+/// output tree and read-write mounts, root for read-only mounts.
+pub fn owner_of(request: &SandboxProvisionRequest, home: Home) -> Option<u32> {
+    match home {
+        Home::Output => Some(CHECKFU_UID),
+        Home::Mount(i) => match request.mounts.get(i).map(|m| m.access) {
+            Some(MountAccess::ReadWrite) => Some(CHECKFU_UID),
+            _ => None,
+        },
+    }
 }
 
 /// The home whose root is exactly `root`.

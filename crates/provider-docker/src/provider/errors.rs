@@ -5,7 +5,7 @@ use checkfu_sandbox_contract::*;
 
 use crate::daemon::DaemonError;
 
-pub(super) use checkfu_sandbox_hostfs::errors::{blocking, chain, contained_error, provider_error};
+pub(super) use checkfu_sandbox_hostfs::errors::{blocking, chain, provider_error};
 
 pub(super) fn daemon_error(operation: Operation, e: &DaemonError) -> SandboxError {
     provider_error(operation, chain(e))
