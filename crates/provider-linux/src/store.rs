@@ -32,25 +32,13 @@
 //! provider (a restarted Runner) find every instance, including ones still
 //! in `provisioning` that have no init yet, with no side database.
 
-use std::io::{self, Write};
-use std::os::fd::{AsFd, BorrowedFd};
-use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use checkfu_sandbox_contained::{self as contained, ContainedError, WalkEntry};
-use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
 use checkfu_sandbox_contract::{
-    InstanceState, MountAccess, SandboxProvisionRequest, SandboxSnapshot, Timestamp,
+    InstanceState, SandboxProvisionRequest, SandboxSnapshot, Timestamp,
 };
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use std::path::PathBuf;
 
-/// Revision of the on-disk record format.
-pub const RECORD_REVISION: u32 = 1;
-/// File name of an instance record.
-pub const INSTANCE_RECORD: &str = "instance.json";
-/// File name of a snapshot record.
-pub const SNAPSHOT_RECORD: &str = "snapshot.json";
+pub use checkfu_sandbox_hostfs::store::*;
 
 /// The host process that is pid 1 of an active instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,18 +92,6 @@ pub struct InstanceRecord {
     pub resumed_from: Option<String>,
 }
 
-/// One archived host directory of a snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ArchivedMount {
-    /// The mount path in the sandbox.
-    pub path: String,
-    /// Its access mode in the source instance.
-    pub access: MountAccess,
-    /// Archive file name relative to the snapshot directory.
-    pub archive: String,
-}
-
 /// What the provider keeps about one snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,321 +115,33 @@ pub struct SnapshotRecord {
     pub outputs_archive: String,
 }
 
-/// Paths of the state directory.
-#[derive(Debug, Clone)]
-pub struct Layout {
-    root: PathBuf,
+/// The Linux provider's own entries of the state directory, beside the
+/// shared ones of [`Layout`].
+pub trait RootLayout {
+    /// The writable root layer (overlay upper directory).
+    fn upper_dir(&self, id: &str) -> PathBuf;
+    /// The overlay work directory.
+    fn work_dir(&self, id: &str) -> PathBuf;
+    /// The root's mount point (the copy itself in copy mode).
+    fn root_dir(&self, id: &str) -> PathBuf;
+    /// The image store.
+    fn images(&self) -> PathBuf;
 }
 
-impl Layout {
-    /// A layout rooted at `state_dir`.
-    pub fn new(state_dir: PathBuf) -> Self {
-        Layout { root: state_dir }
-    }
-
-    /// The state directory.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// `<state_dir>/instances`.
-    pub fn instances(&self) -> PathBuf {
-        self.root.join("instances")
-    }
-
-    /// `<state_dir>/snapshots`.
-    pub fn snapshots(&self) -> PathBuf {
-        self.root.join("snapshots")
-    }
-
-    /// The directory of one instance.
-    pub fn instance_dir(&self, id: &str) -> PathBuf {
-        self.instances().join(id)
-    }
-
-    /// The record of one instance.
-    pub fn instance_record(&self, id: &str) -> PathBuf {
-        self.instance_dir(id).join(INSTANCE_RECORD)
-    }
-
-    /// The host directory of `request.mounts[index]`.
-    pub fn mount_dir(&self, id: &str, index: usize) -> PathBuf {
-        self.instance_dir(id).join("mounts").join(index.to_string())
-    }
-
-    /// The host directory of the output tree.
-    pub fn outputs_dir(&self, id: &str) -> PathBuf {
-        self.instance_dir(id).join("outputs")
-    }
-
-    /// The writable root layer (overlay upper directory).
-    pub fn upper_dir(&self, id: &str) -> PathBuf {
+impl RootLayout for Layout {
+    fn upper_dir(&self, id: &str) -> PathBuf {
         self.instance_dir(id).join("upper")
     }
 
-    /// The overlay work directory.
-    pub fn work_dir(&self, id: &str) -> PathBuf {
+    fn work_dir(&self, id: &str) -> PathBuf {
         self.instance_dir(id).join("work")
     }
 
-    /// The root's mount point (the copy itself in copy mode).
-    pub fn root_dir(&self, id: &str) -> PathBuf {
+    fn root_dir(&self, id: &str) -> PathBuf {
         self.instance_dir(id).join("root")
     }
 
-    /// The image store.
-    pub fn images(&self) -> PathBuf {
-        self.root.join("images")
-    }
-
-    /// The directory of one snapshot.
-    pub fn snapshot_dir(&self, id: &str) -> PathBuf {
-        self.snapshots().join(id)
-    }
-
-    /// The record of one snapshot.
-    pub fn snapshot_record(&self, id: &str) -> PathBuf {
-        self.snapshot_dir(id).join(SNAPSHOT_RECORD)
-    }
-}
-
-static ID_COUNTER: AtomicU64 = AtomicU64::new(0);
-const ID_HEX: usize = 24;
-
-/// A fresh id `<prefix>-<24 hex>`: SHA-256 over the process id, a counter,
-/// the wall clock and `salt`.
-pub fn fresh_id(prefix: &str, salt: &str) -> String {
-    let n = ID_COUNTER.fetch_add(1, Ordering::SeqCst);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let digest = Sha256::digest(format!("{salt}/{}/{n}/{nanos}", std::process::id()).as_bytes());
-    let hex = checkfu_sandbox_hostfs::rootfs::hex(&digest);
-    format!("{prefix}-{}", &hex[..ID_HEX])
-}
-
-/// Whether `id` has the shape [`fresh_id`] gives with `prefix`. Ids from
-/// requests are checked with this before they are joined to any path.
-pub fn is_id(prefix: &str, id: &str) -> bool {
-    id.strip_prefix(prefix)
-        .and_then(|rest| rest.strip_prefix('-'))
-        .is_some_and(|hex| {
-            hex.len() == ID_HEX && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        })
-}
-
-/// Reads a JSON record; `Ok(None)` when the file does not exist.
-///
-/// # Errors
-///
-/// A message for unreadable or undecodable files.
-// Records sit beside the bound directories, out of the workload's reach.
-#[allow(clippy::disallowed_methods)]
-pub fn read_record<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, String> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("record {} is invalid: {e}", path.display())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("record {} is unreadable: {e}", path.display())),
-    }
-}
-
-/// Writes a JSON record atomically (temporary file, fsync, rename).
-///
-/// # Errors
-///
-/// The underlying i/o error.
-pub fn write_record<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-    let tmp = path.with_extension("json.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
-}
-
-/// Creates the directory `dir` holding `record_name` (and an empty
-/// `mounts` directory) in one step: everything is prepared under a
-/// temporary sibling name that is then renamed to `dir`, so a sweep never
-/// sees the directory without its record.
-///
-/// # Errors
-///
-/// The underlying i/o error (`dir` existing already included).
-pub fn publish_dir<T: Serialize>(dir: &Path, record_name: &str, record: &T) -> io::Result<()> {
-    let parent = dir
-        .parent()
-        .ok_or_else(|| io::Error::other("a record directory needs a parent"))?;
-    let name = dir
-        .file_name()
-        .ok_or_else(|| io::Error::other("a record directory needs a name"))?;
-    let tmp = parent.join(format!(".{}.tmp", name.to_string_lossy()));
-    std::fs::create_dir(&tmp)?;
-    let res = (|| {
-        std::fs::create_dir(tmp.join("mounts"))?;
-        write_record(&tmp.join(record_name), record)?;
-        std::fs::rename(&tmp, dir)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    res
-}
-
-/// Where a sandbox path lives: the output tree or a declared mount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Home {
-    /// `/mnt/session/outputs`.
-    Output,
-    /// `request.mounts[index]`.
-    Mount(usize),
-}
-
-/// Whether `path` is `root` or below it (both normalized, absolute),
-/// compared by whole components: the contract's rule.
-pub use checkfu_sandbox_contract::validate::is_within;
-
-/// The deepest mount (or the output tree) containing `path`, with its root.
-pub fn home_of(request: &SandboxProvisionRequest, path: impl AsRef<[u8]>) -> Option<(Home, &str)> {
-    let path = path.as_ref();
-    if is_within(path, OUTPUT_PATH) {
-        return Some((Home::Output, OUTPUT_PATH));
-    }
-    request
-        .mounts
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| is_within(path, &m.path))
-        .max_by_key(|(_, m)| m.path.len())
-        .map(|(i, m)| (Home::Mount(i), m.path.as_str()))
-}
-
-/// The home whose root is exactly `root`.
-pub fn home_at(request: &SandboxProvisionRequest, root: &str) -> Option<Home> {
-    if root == OUTPUT_PATH {
-        return Some(Home::Output);
-    }
-    request
-        .mounts
-        .iter()
-        .position(|m| m.path == root)
-        .map(Home::Mount)
-}
-
-/// `path` relative to `root` (`None` when it is not strictly below it or
-/// holds anything but normal components). Paths are bytes: a name that is
-/// not UTF-8 stays exactly what it is.
-pub fn relative_to(path: impl AsRef<[u8]>, root: &str) -> Option<PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    let rest = path
-        .as_ref()
-        .strip_prefix(root.as_bytes())?
-        .strip_prefix(b"/")?;
-    let rel = PathBuf::from(std::ffi::OsStr::from_bytes(rest));
-    let normal =
-        rel.components().count() > 0 && rel.components().all(|c| matches!(c, Component::Normal(_)));
-    normal.then_some(rel)
-}
-
-fn chown_fd(fd: BorrowedFd<'_>, owner: Option<u32>, path: &Path) -> Result<(), ContainedError> {
-    if let Some(uid) = owner {
-        std::os::unix::fs::fchown(fd, Some(uid), Some(uid)).map_err(|source| {
-            ContainedError::Io {
-                path: path.to_path_buf(),
-                source,
-            }
-        })?;
-    }
-    Ok(())
-}
-
-/// Gives every entry under `root` (and `root` itself) to `uid:uid`, never
-/// following a symlink. Used on freshly extracted snapshot trees before any
-/// container can see them.
-///
-/// # Errors
-///
-/// As [`contained::walk`], plus `Io` when a chown fails.
-pub fn chown_tree(root: &Path, uid: u32) -> Result<(), ContainedError> {
-    let root_fd = contained::open_root(root)?;
-    chown_fd(root_fd.as_fd(), Some(uid), Path::new("."))?;
-    let base = root_fd.as_fd();
-    let owner = Some(rustix::fs::Uid::from_raw(uid));
-    let group = Some(rustix::fs::Gid::from_raw(uid));
-    contained::walk(base, usize::MAX, &mut |entry| {
-        let path = match &entry {
-            WalkEntry::Directory { path, .. }
-            | WalkEntry::RegularFile { path, .. }
-            | WalkEntry::Symlink { path, .. }
-            | WalkEntry::Special { path, .. } => path.to_path_buf(),
-        };
-        rustix::fs::chownat(
-            base,
-            &path,
-            owner,
-            group,
-            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-        )
-        .map_err(|e| ContainedError::Io {
-            path,
-            source: io::Error::from(e),
-        })
-    })
-}
-
-/// The directories to pre-create inside a parent mount's host directory so
-/// that a nested mount has its mount point (none can be created inside a
-/// read-only bind). Returns `(parent index, relative path)` pairs.
-pub fn nested_mount_points(request: &SandboxProvisionRequest) -> Vec<(usize, PathBuf)> {
-    let mut out = Vec::new();
-    for (j, m) in request.mounts.iter().enumerate() {
-        let parent = request
-            .mounts
-            .iter()
-            .enumerate()
-            .filter(|(i, p)| *i != j && p.path != m.path && is_within(&m.path, &p.path))
-            .max_by_key(|(_, p)| p.path.len());
-        if let Some((i, p)) = parent {
-            if let Some(rel) = relative_to(&m.path, &p.path) {
-                out.push((i, rel));
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_have_a_checked_shape() {
-        let id = fresh_id("i", "x");
-        assert!(is_id("i", &id), "{id}");
-        assert!(!is_id("s", &id));
-        assert_ne!(id, fresh_id("i", "x"));
-        for bad in [
-            "",
-            "i-",
-            "i-../../etc",
-            "i-ABCDEFABCDEFABCDEFABCDEF",
-            "x-0123",
-        ] {
-            assert!(!is_id("i", bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn within_and_relative() {
-        assert!(is_within("/a/b", "/a"));
-        assert!(is_within("/a", "/a"));
-        assert!(!is_within("/ab", "/a"));
-        assert_eq!(relative_to("/a/b/c", "/a"), Some(PathBuf::from("b/c")));
-        assert_eq!(relative_to("/a", "/a"), None);
-        assert_eq!(relative_to("/a/../x", "/a"), None);
+    fn images(&self) -> PathBuf {
+        self.root().join("images")
     }
 }

@@ -13,7 +13,7 @@ use super::pool::{Pool, DEFAULT_POOL_SIZE, MAX_POOL_SIZE, POOL_ENV};
 use crate::daemon::{self, DaemonError};
 use crate::egress::{EgressConfig, EgressSupport};
 use crate::process::ProcessTable;
-use crate::store::{self, Home, InstanceRecord, Layout, SnapshotRecord};
+use crate::store::{self, InstanceRecord, Layout, SnapshotRecord};
 
 /// The provider id instances echo as `provider`.
 pub const PROVIDER_ID: &str = "docker";
@@ -279,13 +279,6 @@ impl DockerProvider {
 }
 
 impl Inner {
-    pub(super) fn host_dir(&self, id: &str, home: Home) -> PathBuf {
-        match home {
-            Home::Output => self.layout.outputs_dir(id),
-            Home::Mount(i) => self.layout.mount_dir(id, i),
-        }
-    }
-
     pub(super) fn load_instance(
         &self,
         operation: Operation,

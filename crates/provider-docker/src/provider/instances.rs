@@ -52,17 +52,7 @@ pub(super) fn instance_of(
     }
 }
 
-/// Owner of files in a home's host directory: the workload user for the
-/// output tree and read-write mounts, root for read-only mounts.
-pub(super) fn owner_of(request: &SandboxProvisionRequest, home: Home) -> Option<u32> {
-    match home {
-        Home::Output => Some(CHECKFU_UID),
-        Home::Mount(i) => match request.mounts.get(i).map(|m| m.access) {
-            Some(MountAccess::ReadWrite) => Some(CHECKFU_UID),
-            _ => None,
-        },
-    }
-}
+pub(super) use crate::store::owner_of;
 
 impl Inner {
     /// The provider-side admission of a request (the runtime checks first;
@@ -149,7 +139,7 @@ impl Inner {
         let mut homes: Vec<Home> = (0..request.mounts.len()).map(Home::Mount).collect();
         homes.push(Home::Output);
         for home in homes {
-            let dir = self.host_dir(id, home);
+            let dir = self.layout.home_dir(id, home);
             match std::fs::create_dir(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

@@ -11,7 +11,7 @@ use super::errors::provider_error;
 use crate::cgroup::{self, CgroupVersion};
 use crate::image::ImageStore;
 use crate::process::ProcessTable;
-use crate::store::{self, Home, InstanceRecord, Layout, RootMode, SnapshotRecord};
+use crate::store::{self, InstanceRecord, Layout, RootMode, SnapshotRecord};
 
 /// The provider id instances echo as `provider`.
 pub const PROVIDER_ID: &str = "linux";
@@ -249,16 +249,10 @@ impl LinuxProvider {
     }
 }
 
+use crate::store::RootLayout as _;
 use checkfu_sandbox_contract::provider::op;
 
 impl Inner {
-    pub(super) fn host_dir(&self, id: &str, home: Home) -> PathBuf {
-        match home {
-            Home::Output => self.layout.outputs_dir(id),
-            Home::Mount(i) => self.layout.mount_dir(id, i),
-        }
-    }
-
     pub(super) fn load_instance(
         &self,
         operation: Operation,

@@ -11,7 +11,6 @@ use checkfu_sandbox_contained::{self as contained};
 use checkfu_sandbox_contract::bounds::{MAX_MOUNTS, OUTPUT_PATH};
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_hostfs::rootfs::CHECKFU_UID;
 
 use super::{
     envelope::host_platform,
@@ -22,6 +21,7 @@ use crate::cgroup::InstanceCgroups;
 use crate::image::ImageError;
 use crate::image::ImageStore;
 use crate::spawn::{self, Bind, InitPlan, RootMount};
+use crate::store::RootLayout as _;
 use crate::store::{self, Home, InitRecord, InstanceRecord, Layout, RootMode};
 
 /// How long a killed init may take to disappear before destroy fails.
@@ -77,17 +77,7 @@ pub(super) fn instance_of(
     }
 }
 
-/// Owner of files in a home's host directory: the workload user for the
-/// output tree and read-write mounts, root for read-only mounts.
-pub(super) fn owner_of(request: &SandboxProvisionRequest, home: Home) -> Option<u32> {
-    match home {
-        Home::Output => Some(CHECKFU_UID),
-        Home::Mount(i) => match request.mounts.get(i).map(|m| m.access) {
-            Some(MountAccess::ReadWrite) => Some(CHECKFU_UID),
-            _ => None,
-        },
-    }
-}
+pub(super) use crate::store::owner_of;
 
 fn cstring(p: &Path) -> Result<CString, String> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL", p.display()))
@@ -265,7 +255,7 @@ impl Inner {
         let mut homes: Vec<Home> = (0..request.mounts.len()).map(Home::Mount).collect();
         homes.push(Home::Output);
         for home in homes {
-            let dir = self.host_dir(id, home);
+            let dir = self.layout.home_dir(id, home);
             match std::fs::create_dir(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

@@ -1,218 +1,39 @@
-//! readFile, readFiles, listDir and listProjectDir: contained reads and
-//! walks of the host directories behind mounts and the output tree.
-
-use std::path::{Path, PathBuf};
+//! readFile, readFiles, listDir and listProjectDir:
+//! [`checkfu_sandbox_hostfs::reads`] over this provider's state directory.
 
 use async_trait::async_trait;
-use checkfu_sandbox_contained::{self as contained, ContainedError};
-use checkfu_sandbox_contract::bounds::{MAX_FILE_BYTES, MAX_LIST_ENTRIES};
-use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::reads::{self, InstanceHomes};
 
-use super::{
-    errors::{blocking, contained_error},
-    inner::{Inner, LinuxProvider},
-};
-use crate::store::{self, InstanceRecord};
-use checkfu_sandbox_hostfs::leaves::{self, LeafKind};
+use super::inner::{Inner, LinuxProvider};
+use crate::store::Layout;
 
-/// How often a listing is walked again when the tree changed under it.
-pub(super) const LISTING_ATTEMPTS: u32 = 3;
-
-pub(super) enum ReadFailure {
-    Contained(ContainedError),
-    TooLarge { size_bytes: u64 },
-}
-
-/// Reads the regular file at `rel` beneath `root`, at most `maximum_bytes`.
-pub(super) fn read_contained(
-    root: &Path,
-    rel: &Path,
-    maximum_bytes: u64,
-) -> Result<Vec<u8>, ReadFailure> {
-    use std::io::Read;
-    let root_fd = contained::open_root(root).map_err(ReadFailure::Contained)?;
-    let fd = contained::open_beneath(std::os::fd::AsFd::as_fd(&root_fd), rel)
-        .map_err(ReadFailure::Contained)?;
-    let size = rustix::fs::fstat(&fd)
-        .map(|s| s.st_size as u64)
-        .unwrap_or(0);
-    let mut out = Vec::new();
-    std::fs::File::from(fd)
-        .take(maximum_bytes.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|source| {
-            ReadFailure::Contained(ContainedError::Io {
-                path: rel.to_path_buf(),
-                source,
-            })
-        })?;
-    if out.len() as u64 > maximum_bytes {
-        return Err(ReadFailure::TooLarge {
-            size_bytes: size.max(out.len() as u64),
-        });
-    }
-    Ok(out)
-}
-
-impl Inner {
-    /// The host directory of the mount or output tree whose root is
-    /// exactly `allowed_root`.
-    pub(super) fn root_dir(
+impl InstanceHomes for Inner {
+    fn instance_request(
         &self,
         operation: Operation,
-        rec: &InstanceRecord,
-        allowed_root: &str,
-    ) -> Result<PathBuf, SandboxError> {
-        match store::home_at(&rec.request, allowed_root) {
-            Some(home) => Ok(self.host_dir(&rec.instance_id, home)),
-            None => Err(SandboxError::failed(
-                operation,
-                FailureReason::PathNotAdmitted,
-                format!("{allowed_root} is neither a mount root nor the output tree"),
-            )),
-        }
+        instance_id: &str,
+    ) -> Result<SandboxProvisionRequest, SandboxError> {
+        self.load_instance(operation, instance_id)
+            .map(|rec| rec.request)
     }
 
-    pub(super) fn listing(
-        &self,
-        operation: Operation,
-        rec: &InstanceRecord,
-        root: &str,
-        max_entries: u32,
-        hash_limit: Option<u64>,
-    ) -> impl std::future::Future<Output = Result<Vec<leaves::Leaf>, SandboxError>> + Send + 'static
-    {
-        let host = self.root_dir(operation, rec, root);
-        let root = root.to_owned();
-        async move {
-            let host = host?;
-            // The walk bound counts directories too; listings are bounded
-            // again by their leaves below.
-            let bound = (max_entries.min(MAX_LIST_ENTRIES) as usize)
-                .saturating_mul(4)
-                .max(1024);
-            blocking(operation, move || {
-                let fd = contained::open_root(&host)?;
-                // A tree the workload changes under the walk (an entry gone
-                // between listing and opening) fails the walk: try again a
-                // few times, then fail closed.
-                let mut attempt = 0;
-                loop {
-                    attempt += 1;
-                    match leaves::walk_leaves(std::os::fd::AsFd::as_fd(&fd), bound, hash_limit) {
-                        Err(ContainedError::Io { .. }) if attempt < LISTING_ATTEMPTS => continue,
-                        other => return other,
-                    }
-                }
-            })
-            .await?
-            .map_err(|e| match e {
-                ContainedError::TooManyEntries { .. } => too_many(operation, None, max_entries),
-                other => contained_error(operation, &root, other),
-            })
-        }
+    fn layout(&self) -> &Layout {
+        &self.layout
     }
-}
-
-pub(super) fn too_many(operation: Operation, found: Option<usize>, max: u32) -> SandboxError {
-    SandboxError::invalid_request(
-        operation,
-        "max_entries",
-        match found {
-            Some(n) => format!("at least {n} (the listing's size)"),
-            None => "more than the listing's size".to_owned(),
-        },
-        max.to_string(),
-    )
-}
-
-/// `root/rel`, byte-exact (a name that is not UTF-8 is kept as it is).
-pub(super) fn join(root: &str, rel: &Path) -> SandboxPath {
-    use std::os::unix::ffi::OsStrExt;
-    SandboxPath::join(root, rel.as_os_str().as_bytes())
 }
 
 #[async_trait]
 impl ReadFilesMember for LinuxProvider {
     async fn read_files(&self, request: ReadFilesRequest) -> Result<ReadFilesResult, SandboxError> {
-        const OP: Operation = op::READ_FILES;
-        let inner = &self.inner;
-        let rec = inner.load_instance(OP, &request.instance_id)?;
-        let host = inner.root_dir(OP, &rec, &request.allowed_root)?;
-        let root = request.allowed_root.clone();
-        let files = request.files;
-        blocking(OP, move || -> Result<ReadFilesResult, SandboxError> {
-            let mut out = Vec::with_capacity(files.len());
-            for f in files {
-                let path = f.path;
-                let Some(rel) = store::relative_to(&path, &root) else {
-                    out.push(if path == root {
-                        ReadFileOutcome::NotRegularFile { path }
-                    } else {
-                        ReadFileOutcome::OutsideRoot { path }
-                    });
-                    continue;
-                };
-                out.push(match read_contained(&host, &rel, f.maximum_bytes) {
-                    Ok(content) => ReadFileOutcome::Read {
-                        path,
-                        content_base64: Bytes(content),
-                    },
-                    Err(ReadFailure::TooLarge { size_bytes }) => {
-                        ReadFileOutcome::TooLarge { path, size_bytes }
-                    }
-                    Err(ReadFailure::Contained(e)) => match e {
-                        ContainedError::OutsideRoot { .. } | ContainedError::InvalidPath { .. } => {
-                            ReadFileOutcome::OutsideRoot { path }
-                        }
-                        ContainedError::NotFound { .. } => ReadFileOutcome::NotFound { path },
-                        ContainedError::NotRegularFile { .. } => {
-                            ReadFileOutcome::NotRegularFile { path }
-                        }
-                        other => return Err(contained_error(OP, &path, other)),
-                    },
-                });
-            }
-            Ok(ReadFilesResult { files: out })
-        })
-        .await?
+        reads::read_files(&*self.inner, request).await
     }
 }
 
 #[async_trait]
 impl ListDirMember for LinuxProvider {
     async fn list_dir(&self, request: ListDirRequest) -> Result<ListDirResult, SandboxError> {
-        const OP: Operation = op::LIST_DIR;
-        let rec = self.inner.load_instance(OP, &request.instance_id)?;
-        // A body over 16 MiB is never read: no member returns it.
-        let leaves = self
-            .inner
-            .listing(
-                OP,
-                &rec,
-                &request.root,
-                request.max_entries,
-                Some(MAX_FILE_BYTES),
-            )
-            .await?;
-        let entries: Vec<DirEntry> = leaves
-            .into_iter()
-            .filter_map(|l| match l.kind {
-                LeafKind::RegularFile {
-                    size_bytes, sha256, ..
-                } => Some(DirEntry {
-                    path: join(&request.root, &l.path),
-                    size_bytes,
-                    sha256: sha256.map(Digest::from_sha256_bytes),
-                }),
-                _ => None,
-            })
-            .collect();
-        if entries.len() > request.max_entries as usize {
-            return Err(too_many(OP, Some(entries.len()), request.max_entries));
-        }
-        Ok(ListDirResult { entries })
+        reads::list_dir(&*self.inner, request).await
     }
 }
 
@@ -222,89 +43,6 @@ impl ListProjectDirMember for LinuxProvider {
         &self,
         request: ListProjectDirRequest,
     ) -> Result<ListProjectDirResult, SandboxError> {
-        const OP: Operation = op::LIST_PROJECT_DIR;
-        let rec = self.inner.load_instance(OP, &request.instance_id)?;
-        let leaves = self
-            .inner
-            .listing(OP, &rec, &request.root, request.max_entries, None)
-            .await?;
-        let entries: Vec<ProjectEntry> = leaves
-            .into_iter()
-            .filter_map(|l| {
-                let kind = match l.kind {
-                    LeafKind::RegularFile {
-                        size_bytes,
-                        sha256: Some(sha256),
-                        ..
-                    } => ProjectEntryKind::Regular {
-                        size_bytes,
-                        sha256: Digest::from_sha256_bytes(sha256),
-                    },
-                    // Not reached: this listing hashes every file.
-                    LeafKind::RegularFile { sha256: None, .. } => ProjectEntryKind::Other,
-                    LeafKind::Symlink { target } => ProjectEntryKind::Symlink {
-                        target: SandboxPath::from(target.as_path()),
-                    },
-                    // An empty directory holds no file: not a leaf here.
-                    LeafKind::EmptyDirectory => return None,
-                    LeafKind::CharDevice | LeafKind::BlockDevice => ProjectEntryKind::Device,
-                    LeafKind::Socket => ProjectEntryKind::Socket,
-                    LeafKind::Fifo => ProjectEntryKind::Fifo,
-                    LeafKind::Other => ProjectEntryKind::Other,
-                };
-                Some(ProjectEntry {
-                    path: join(&request.root, &l.path),
-                    kind,
-                })
-            })
-            .collect();
-        if entries.len() > request.max_entries as usize {
-            return Err(too_many(OP, Some(entries.len()), request.max_entries));
-        }
-        Ok(ListProjectDirResult {
-            entries,
-            complete: true,
-        })
-    }
-}
-
-impl Inner {
-    pub(super) async fn read_file(
-        &self,
-        request: ReadFileRequest,
-    ) -> Result<SandboxFileContent, SandboxError> {
-        const OP: Operation = op::READ_FILE;
-        let inner = self;
-        let rec = inner.load_instance(OP, &request.instance_id)?;
-        let host = inner.root_dir(OP, &rec, &request.allowed_root)?;
-        let Some(rel) = store::relative_to(&request.path, &request.allowed_root) else {
-            return Err(if request.path == request.allowed_root {
-                SandboxError::failed(
-                    OP,
-                    FailureReason::NotRegularFile,
-                    format!("{} is the root", request.path),
-                )
-            } else {
-                SandboxError::failed(
-                    OP,
-                    FailureReason::OutsideRoot,
-                    format!("{} is not below {}", request.path, request.allowed_root),
-                )
-            });
-        };
-        let max = request.maximum_bytes;
-        let path = request.path.clone();
-        match blocking(OP, move || read_contained(&host, &rel, max)).await? {
-            Ok(content) => Ok(SandboxFileContent {
-                path: request.path,
-                content_base64: Bytes(content),
-            }),
-            Err(ReadFailure::TooLarge { size_bytes }) => Err(SandboxError::SandboxFileTooLarge {
-                path: path.display(),
-                limit_bytes: max,
-                actual_bytes: size_bytes,
-            }),
-            Err(ReadFailure::Contained(e)) => Err(contained_error(OP, &path, e)),
-        }
+        reads::list_project_dir(&*self.inner, request).await
     }
 }

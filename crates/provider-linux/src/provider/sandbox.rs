@@ -3,19 +3,17 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use checkfu_sandbox_contained::{self as contained};
-use checkfu_sandbox_contract::bounds::MAX_FILE_BYTES;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 
 use super::{
     envelope::envelope,
-    errors::{blocking, contained_error, provider_error},
+    errors::{blocking, provider_error},
     inner::{LinuxProvider, INSTANCE_PREFIX, PROVIDER_ID, SNAPSHOT_PREFIX},
-    instances::{instance_of, owner_of, prepare_root},
+    instances::{instance_of, prepare_root},
     rollbacks::{ActivateRollback, InstanceRollback, NothingToUndo, SnapshotRollback},
 };
-use crate::store::{self, Home, InstanceRecord, RECORD_REVISION};
+use crate::store::{self, InstanceRecord, RECORD_REVISION};
 
 #[async_trait]
 impl SandboxProvider for LinuxProvider {
@@ -92,67 +90,10 @@ impl SandboxProvider for LinuxProvider {
     }
 
     async fn write_file(&self, request: WriteFileRequest) -> Result<(), SandboxError> {
-        const OP: Operation = op::WRITE_FILE;
         let inner = &self.inner;
-        let rec = inner.load_instance(OP, &request.instance_id)?;
-        if request.content_base64.len() as u64 > MAX_FILE_BYTES {
-            return Err(SandboxError::SandboxFileTooLarge {
-                path: request.path.display(),
-                limit_bytes: MAX_FILE_BYTES,
-                actual_bytes: request.content_base64.len() as u64,
-            });
-        }
-        let Some((home, root)) = store::home_of(&rec.request, &request.path) else {
-            return Err(SandboxError::failed(
-                OP,
-                FailureReason::PathNotAdmitted,
-                format!(
-                    "{} is outside every mount and the output tree",
-                    request.path
-                ),
-            ));
-        };
-        if rec.state == InstanceState::Active && home != Home::Output {
-            return Err(SandboxError::conflict(
-                OP,
-                "provisioning",
-                ConflictActual::Active,
-            ));
-        }
-        let Some(rel) = store::relative_to(&request.path, root) else {
-            return Err(SandboxError::invalid_request(
-                OP,
-                "path",
-                "a normalized file path below its root",
-                &request.path,
-            ));
-        };
-        let host = inner.host_dir(&rec.instance_id, home);
-        let owner = owner_of(&rec.request, home);
-        let path = request.path.clone();
-        let mode = request.effective_mode();
-        if mode > MAX_FILE_MODE {
-            return Err(SandboxError::invalid_request(
-                OP,
-                "mode",
-                "permission bits of at most 0o777",
-                format!("0o{mode:o}"),
-            ));
-        }
-        let content = request.content_base64.0;
-        blocking(OP, move || {
-            contained::open_root(&host).and_then(|root| {
-                contained::replace_beneath_mode(
-                    std::os::fd::AsFd::as_fd(&root),
-                    &rel,
-                    &content,
-                    owner,
-                    mode,
-                )
-            })
-        })
-        .await?
-        .map_err(|e| contained_error(OP, &path, e))
+        let rec = inner.load_instance(op::WRITE_FILE, &request.instance_id)?;
+        checkfu_sandbox_hostfs::write::write_file(&inner.layout, &rec.request, rec.state, request)
+            .await
     }
 
     async fn activate(
@@ -189,7 +130,7 @@ impl SandboxProvider for LinuxProvider {
         &self,
         request: ReadFileRequest,
     ) -> Result<SandboxFileContent, SandboxError> {
-        self.inner.read_file(request).await
+        checkfu_sandbox_hostfs::reads::read_file(&*self.inner, request).await
     }
 
     async fn snapshot(

@@ -17,6 +17,7 @@ use super::{
     inner::{Inner, SNAPSHOT_PREFIX},
     instances::{owner_of, prepare_root},
 };
+use crate::store::RootLayout as _;
 use crate::store::{
     self, ArchivedMount, Home, InstanceRecord, RootMode, SnapshotRecord, RECORD_REVISION,
 };
