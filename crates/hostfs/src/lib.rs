@@ -17,7 +17,7 @@
 //!   instance's host directories;
 //! * [`write`]: writeFile into an instance's host directories;
 //! * [`process`]: the one-live-process-per-instance table of openProcess;
-//! * [`errors`]: containment and host failures as the contract's errors.
+//! * [`errors`]: containment and host failures as the contract's errors;
 //! * [`nft`]: the allowlist egress nftables rule set, a pure function of
 //!   the endpoints, loaded by both providers into an instance namespace.
 //!
