@@ -70,7 +70,9 @@ fn an_entry_with_both_or_neither_transport_is_refused() {
 fn built_in_names_and_odd_ids_are_refused() {
     assert_eq!(
         registry::check_id("memory"),
-        Err(RegistryError::BuiltinId { id: "memory".into() })
+        Err(RegistryError::BuiltinId {
+            id: "memory".into()
+        })
     );
     assert_eq!(
         registry::check_id("a b"),

@@ -154,7 +154,11 @@ pub fn check_static_elf(bytes: &[u8]) -> Result<(), ElfError> {
         };
         let p = usize::try_from(phoff64)
             .ok()
-            .and_then(|phoff| usize::from(phentsize).checked_mul(index)?.checked_add(phoff))
+            .and_then(|phoff| {
+                usize::from(phentsize)
+                    .checked_mul(index)?
+                    .checked_add(phoff)
+            })
             .and_then(|start| bytes.get(start..start.checked_add(4)?))
             .ok_or(past_end)?;
         if u32::from_le_bytes([p[0], p[1], p[2], p[3]]) == PT_INTERP {
