@@ -508,7 +508,6 @@ fn docker_a_huge_sparse_output_is_skipped_without_reading_it() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("o");
-    let started = Instant::now();
     let o = output(env.run(&[
         "--timeout",
         "5",
@@ -520,14 +519,17 @@ fn docker_a_huge_sparse_output_is_skipped_without_reading_it() {
         "echo ok > /mnt/session/outputs/a.txt; \
          dd if=/dev/zero of=/mnt/session/outputs/s bs=1 count=0 seek=24G",
     ]));
-    let took = started.elapsed();
-    assert!(
-        took < Duration::from_secs(40),
-        "took {took:?}: {}",
-        describe(&o)
-    );
     assert_eq!(code(&o), 125, "{}", describe(&o));
     let err = stderr(&o);
+    // The run's deadline bounds output copying: a listing that read the
+    // holes would still be hashing when the deadline abandons the copy.
+    assert!(!err.contains("deadline"), "{}", describe(&o));
+    assert_eq!(
+        std::fs::read(out.join("a.txt")).ok(),
+        Some(b"ok\n".to_vec()),
+        "{}",
+        describe(&o)
+    );
     assert!(err.contains("/mnt/session/outputs/s"), "{}", describe(&o));
     assert!(err.contains("exited with status 0"), "{}", describe(&o));
     assert!(!out.join("s").exists(), "the huge file is not copied");
