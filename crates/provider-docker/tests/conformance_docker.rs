@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use checkfu_sandbox_conformance::*;
 use checkfu_sandbox_docker::conformance::DockerTarget;
-use checkfu_sandbox_docker::fixture;
 use checkfu_sandbox_docker::labels::LABEL_SCOPE;
+use checkfu_sandbox_docker::{daemon, fixture};
 
 fn busybox() -> PathBuf {
     std::env::var("CHECKFU_BUSYBOX")
