@@ -26,11 +26,10 @@ fn linux_or_skip(name: &str) -> bool {
     if root && cgroups {
         return true;
     }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{name}: CI=true but the linux provider cannot run here (root {root}, cgroups {cgroups})");
-    }
-    println!("SKIP {name}: the linux provider needs root and cgroups (set CI=true to make this a failure)");
-    false
+    checkfu_test_support::gate::skip_or_fail(
+        name,
+        &format!("the linux provider needs root and cgroups (root {root}, cgroups {cgroups})"),
+    )
 }
 
 /// A `checkfu` with a state directory and scope of its own.

@@ -26,22 +26,9 @@ fn busybox() -> PathBuf {
 }
 
 async fn daemon_or_skip(test: &str) -> bool {
-    let why = match daemon::connect().await {
-        Ok(d) => match d.ping().await {
-            Ok(_) => return true,
-            Err(e) => format!("daemon ping failed: {e}"),
-        },
-        Err(e) => format!("no daemon: {e}"),
-    };
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: CI=true and {why}");
-    }
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIP {test}: {why} (set CI=true to make this a failure)"
-    );
-    false
+    checkfu_test_support::gate::docker_or_skip(test)
+        .await
+        .is_some()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,7 +80,7 @@ async fn suite_passes_and_leaves_nothing(pool_size: usize) {
     // offer it and allowlist-egress is a recorded skip; this machine kind
     // (CI) can, so there it is a failure.
     let egress = target.docker_provider().egress_support().clone();
-    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let in_ci = checkfu_test_support::gate::in_ci();
     assert!(
         egress.is_enforced() || !in_ci,
         "CI=true and allowlist egress unavailable: {egress:?}"

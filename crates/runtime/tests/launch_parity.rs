@@ -22,11 +22,10 @@ use std::process::Command;
 use std::sync::Arc;
 
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_docker::{daemon, fixture, host_platform, DockerConfig, DockerProvider};
+use checkfu_sandbox_docker::{fixture, host_platform, DockerConfig, DockerProvider};
 use checkfu_sandbox_memory::MemoryProvider;
 use checkfu_sandbox_runtime::staging::{stage_folder, stage_git};
 use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
-use sha2::Digest as _;
 
 /// A provider under test: its name and how to get an adapter, a root
 /// image and a teardown (or why it is skipped).
@@ -74,38 +73,11 @@ fn memory_target() -> futures::future::BoxFuture<'static, Option<Target>> {
     })
 }
 
-fn skip(why: &str) -> Option<Target> {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("docker: CI=true and {why}");
-    }
-    eprintln!("SKIP docker row: {why} (set CI=true to make this a failure)");
-    None
-}
-
 fn docker_target() -> futures::future::BoxFuture<'static, Option<Target>> {
     Box::pin(async {
-        let docker = match daemon::connect().await {
-            Ok(d) => match d.ping().await {
-                Ok(_) => d,
-                Err(e) => return skip(&format!("daemon ping failed: {e}")),
-            },
-            Err(e) => return skip(&format!("no daemon: {e}")),
-        };
-        let busybox = std::env::var("CHECKFU_BUSYBOX")
-            .unwrap_or_else(|_| fixture::DEFAULT_BUSYBOX_PATH.to_string());
-        let pinned = fixture::ensure_fixture(&docker, Path::new(&busybox), &mut |line| {
-            eprintln!("fixture: {line}")
-        })
-        .await
-        .expect("fixture image (install Debian's busybox-static)");
-        let unique = format!(
-            "parity-{}-{:?}",
-            std::process::id(),
-            std::time::SystemTime::now()
-        );
-        let hash = fixture::hex(&sha2::Sha256::digest(unique.as_bytes()));
-        let scope = format!("t-{}", &hash[..16]);
-        let state_dir = std::env::temp_dir().join(format!("checkfu-provider-{scope}"));
+        let docker = checkfu_test_support::gate::docker_or_skip("docker row").await?;
+        let pinned = checkfu_test_support::docker::fixture_ref(&docker).await;
+        let (scope, state_dir) = checkfu_test_support::docker::scope_for("parity");
         let provider = DockerProvider::with_docker(
             docker,
             DockerConfig {
@@ -140,15 +112,14 @@ fn docker_target() -> futures::future::BoxFuture<'static, Option<Target>> {
 fn linux_target() -> futures::future::BoxFuture<'static, Option<Target>> {
     Box::pin(async {
         if let Err(why) = checkfu_sandbox_linux::availability() {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("linux: CI=true and the provider is unavailable: {why}");
-            }
-            eprintln!("SKIP linux row: {why} (needs root; set CI=true to make this a failure)");
+            checkfu_test_support::gate::skip_or_fail(
+                "linux row",
+                &format!("the linux provider is unavailable (needs root): {why}"),
+            );
             return None;
         }
-        let busybox = std::env::var("CHECKFU_BUSYBOX")
-            .unwrap_or_else(|_| fixture::DEFAULT_BUSYBOX_PATH.to_string());
-        let path = checkfu_sandbox_docker::locate_busybox(Path::new(&busybox), &mut |line| {
+        let busybox = checkfu_test_support::docker::busybox_path();
+        let path = checkfu_sandbox_docker::locate_busybox(&busybox, &mut |line| {
             eprintln!("fixture: {line}")
         })
         .await
@@ -206,29 +177,9 @@ fn linux_target() -> futures::future::BoxFuture<'static, Option<Target>> {
 
 /// Destroys everything of `scope` and checks that nothing is left.
 fn sweep(provider: DockerProvider, scope: String, state_dir: PathBuf) -> Result<(), String> {
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async move {
-                let problems = provider.destroy_all().await;
-                if !problems.is_empty() {
-                    return Err(problems.join("; "));
-                }
-                let (c, i) = provider
-                    .scope_leftovers()
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let _ = std::fs::remove_dir_all(&state_dir);
-                if !c.is_empty() || !i.is_empty() {
-                    return Err(format!("scope {scope} leaked {c:?} {i:?}"));
-                }
-                Ok(())
-            })
-    })
-    .join()
-    .expect("sweep thread")
+    checkfu_test_support::docker::block_on_thread(checkfu_test_support::docker::sweep_scope(
+        provider, scope, state_dir,
+    ))
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {

@@ -13,16 +13,15 @@
 
 mod process_common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_docker::host_platform;
-use checkfu_sandbox_docker::{daemon, fixture, DockerConfig, DockerProvider};
+use checkfu_sandbox_docker::{DockerConfig, DockerProvider};
 use checkfu_sandbox_runtime::SandboxRuntime;
 use process_common::*;
-use sha2::Digest as _;
 
 /// One provider scope with one active instance; swept and leak-checked on
 /// drop.
@@ -33,46 +32,12 @@ struct DockerEnv {
     state_dir: PathBuf,
 }
 
-fn skip_or_fail(test: &str, why: &str) -> Option<DockerEnv> {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: CI=true and {why}");
-    }
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIP {test}: {why} (set CI=true to make this a failure)"
-    );
-    None
-}
-
 /// Connects (or skips), builds the fixture, provisions and activates one
 /// instance in a scope unique to `test`.
 async fn docker_env(test: &str) -> Option<DockerEnv> {
-    let docker = match daemon::connect().await {
-        Ok(d) => match d.ping().await {
-            Ok(_) => d,
-            Err(e) => return skip_or_fail(test, &format!("daemon ping failed: {e}")),
-        },
-        Err(e) => return skip_or_fail(test, &format!("no daemon: {e}")),
-    };
-    let busybox = std::env::var("CHECKFU_BUSYBOX")
-        .unwrap_or_else(|_| fixture::DEFAULT_BUSYBOX_PATH.to_string());
-    let pinned = fixture::ensure_fixture(&docker, Path::new(&busybox), &mut |line| {
-        eprintln!("fixture: {line}")
-    })
-    .await
-    .expect("fixture image (install Debian's busybox-static)");
-    let unique = format!(
-        "{test}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
-    let hash = fixture::hex(&sha2::Sha256::digest(unique.as_bytes()));
-    let scope = format!("t-{}", &hash[..16]);
-    let state_dir = std::env::temp_dir().join(format!("checkfu-provider-{scope}"));
+    let docker = checkfu_test_support::gate::docker_or_skip(test).await?;
+    let pinned = checkfu_test_support::docker::fixture_ref(&docker).await;
+    let (scope, state_dir) = checkfu_test_support::docker::scope_for(test);
     let provider = DockerProvider::with_docker(
         docker,
         DockerConfig {
@@ -148,48 +113,13 @@ impl DockerEnv {
     }
 }
 
-async fn sweep(provider: DockerProvider, scope: String, state_dir: PathBuf) -> Result<(), String> {
-    let problems = provider.destroy_all().await;
-    if !problems.is_empty() {
-        return Err(problems.join("; "));
-    }
-    let (c, i) = provider
-        .scope_leftovers()
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = std::fs::remove_dir_all(&state_dir);
-    if !c.is_empty() || !i.is_empty() || state_dir.exists() {
-        return Err(format!(
-            "scope {scope} leaked {} containers, {} images, state dir left: {}",
-            c.len(),
-            i.len(),
-            state_dir.exists()
-        ));
-    }
-    Ok(())
-}
-
 impl Drop for DockerEnv {
     fn drop(&mut self) {
-        let provider = self.provider.clone();
-        let scope = self.scope.clone();
-        let state_dir = self.state_dir.clone();
-        // Drop cannot await and runs inside the test's runtime: sweep on a
-        // thread with its own runtime.
-        let res = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
-                .block_on(sweep(provider, scope, state_dir))
-        })
-        .join()
-        .expect("sweep thread");
-        if !std::thread::panicking() {
-            res.expect("sweep");
-        } else if let Err(e) = res {
-            eprintln!("sweep after panic: {e}");
-        }
+        checkfu_test_support::docker::sweep_scope_on_drop(
+            self.provider.clone(),
+            self.scope.clone(),
+            self.state_dir.clone(),
+        );
     }
 }
 

@@ -43,10 +43,7 @@ impl ProviderEnv {
         pool_size: usize,
     ) -> ProviderEnv {
         let pinned = super::fixture_ref(&docker).await;
-        let unique = super::unique(test);
-        let hash = checkfu_sandbox_docker::fixture::hex(&sha2::Sha256::digest(unique.as_bytes()));
-        let scope = format!("t-{}", &hash[..16]);
-        let state_dir = std::env::temp_dir().join(format!("checkfu-provider-{scope}"));
+        let (scope, state_dir) = checkfu_test_support::docker::scope_for(test);
         let provider = DockerProvider::with_egress(
             docker,
             DockerConfig {
@@ -172,45 +169,12 @@ pub fn command(argv: &[&str]) -> SandboxCommand {
     }
 }
 
-async fn sweep(provider: DockerProvider, scope: String, state_dir: PathBuf) -> Result<(), String> {
-    let problems = provider.destroy_all().await;
-    if !problems.is_empty() {
-        return Err(problems.join("; "));
-    }
-    let (c, i) = provider
-        .scope_leftovers()
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = std::fs::remove_dir_all(&state_dir);
-    if !c.is_empty() || !i.is_empty() || state_dir.exists() {
-        return Err(format!(
-            "scope {scope} leaked {} containers, {} images, state dir left: {}",
-            c.len(),
-            i.len(),
-            state_dir.exists()
-        ));
-    }
-    Ok(())
-}
-
 impl Drop for ProviderEnv {
     fn drop(&mut self) {
-        let provider = self.provider.clone();
-        let scope = self.scope.clone();
-        let state_dir = self.state_dir.clone();
-        let res = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
-                .block_on(sweep(provider, scope, state_dir))
-        })
-        .join()
-        .expect("sweep thread");
-        if !std::thread::panicking() {
-            res.expect("sweep");
-        } else if let Err(e) = res {
-            eprintln!("sweep after panic: {e}");
-        }
+        checkfu_test_support::docker::sweep_scope_on_drop(
+            self.provider.clone(),
+            self.scope.clone(),
+            self.state_dir.clone(),
+        );
     }
 }

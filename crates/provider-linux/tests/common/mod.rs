@@ -22,13 +22,10 @@ pub fn busybox() -> PathBuf {
 pub fn available_or_skip(test: &str) -> bool {
     match checkfu_sandbox_linux::availability() {
         Ok(_) => true,
-        Err(why) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{test}: CI=true and the linux provider is unavailable: {why}");
-            }
-            eprintln!("SKIP {test}: {why} (needs root; set CI=true to make this a failure)");
-            false
-        }
+        Err(why) => checkfu_test_support::gate::skip_or_fail(
+            test,
+            &format!("the linux provider is unavailable (needs root): {why}"),
+        ),
     }
 }
 

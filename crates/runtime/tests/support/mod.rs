@@ -1057,7 +1057,7 @@ impl SandboxProvider for Scripted {
                 .instances
                 .iter()
                 .filter(|(_, (i, created))| {
-                    *created < request.orphaned_before || i.expires_at <= request.now
+                    request.sweeps_instance(Some(*created), Some(i.expires_at))
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
@@ -1071,9 +1071,7 @@ impl SandboxProvider for Scripted {
                 .snapshots
                 .iter()
                 .filter(|(id, (snap, _))| {
-                    snap.expires_at <= request.now
-                        || (!request.pinned_snapshots.contains(id)
-                            && snap.created_at < request.orphaned_before)
+                    request.sweeps_snapshot(id, Some(snap.created_at), Some(snap.expires_at))
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
