@@ -351,7 +351,13 @@ pub async fn terminate_honoured(env: &Env, grace: Duration) {
 /// after the grace (no other signal is sent); its exit settles and stays
 /// re-readable.
 pub async fn terminate_escalates(env: &Env, grace: Duration) {
-    let process = env.open(&["sh", "-c", "trap '' TERM; sleep 1000"]).await;
+    let mut process = env
+        .open(&["sh", "-c", "trap '' TERM; echo armed; sleep 1000"])
+        .await;
+    // SIGTERM only after the trap is set: the shell says so on stdout.
+    let mut armed = [0u8; 6];
+    process.output.read_exact(&mut armed).await.unwrap();
+    assert_eq!(&armed, b"armed\n");
     let started = Instant::now();
     let exit = terminate_within(&process.handle, grace)
         .await
