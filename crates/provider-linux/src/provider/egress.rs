@@ -11,7 +11,7 @@ use super::{
     inner::{Inner, LinuxProvider},
 };
 use crate::network::{self, EgressPlan, EgressSupport, Plumbing};
-use crate::store::{InstanceRecord, RootMode};
+use crate::store::{InstanceRecord, RootLayout, RootMode};
 
 impl Inner {
     /// The scope's plumbing, when this host supports allowlists.
