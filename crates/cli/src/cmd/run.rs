@@ -141,11 +141,10 @@ pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
             args.workdir
         )));
     }
-    if let Some(expected) = image_problem(&args.image) {
-        return Err(Failure::usage(format!(
-            "--image {}: expected {expected}",
-            args.image
-        )));
+    if let Some(image) = &args.image {
+        if let Some(expected) = image_problem(image) {
+            return Err(Failure::usage(format!("--image {image}: expected {expected}")));
+        }
     }
     let mut mounts: Vec<MountPlan> = Vec::new();
     for text in &args.mounts {
