@@ -256,3 +256,30 @@ async fn an_initialize_result_missing_a_member_names_it_as_expected_present() {
     );
     assert_eq!(actual, "absent", "{e}");
 }
+
+#[tokio::test]
+async fn a_failed_conformance_hook_is_its_whole_message_once() {
+    // PROTOCOL.md: a hook that fails answers -32010 with `HookFailure`.
+    let message = format!(
+        "the probe could not reach the listener: {}",
+        "x".repeat(600)
+    );
+    let reply = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": 2,
+        "error": {"code": -32010, "message": "hook failed", "data": {"message": message}}
+    })
+    .to_string();
+    let mut command = scripted(
+        r#"printf '%s\n' "$REPLY_LINE"; exec sleep 30"#,
+        WIRE_PROTOCOL_REVISION,
+    );
+    command.env("REPLY_LINE", reply);
+    let c = WireClient::spawn(command, options()).await.unwrap();
+    let e = c
+        .hook::<_, serde_json::Value>("conformance/controlProbe", &serde_json::Value::Null)
+        .await
+        .unwrap_err();
+    assert_eq!(e, message);
+    c.close().await;
+}

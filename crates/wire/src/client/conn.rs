@@ -140,6 +140,26 @@ impl Conn {
         on_reply: Option<ReplyHook>,
         internal: bool,
     ) -> Result<Value, SandboxError> {
+        self.call_raw(
+            operation, method, params, allocating, deadline, on_reply, internal,
+        )
+        .await?
+        .map_err(|e| map_rpc_error(operation, e))
+    }
+
+    /// [`Conn::call_hooked`] with the provider's JSON-RPC error as sent:
+    /// the outer error is the connection's (closed, broken, timed out).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn call_raw<P: Serialize>(
+        self: &Arc<Self>,
+        operation: Operation,
+        method: &str,
+        params: &P,
+        allocating: bool,
+        deadline: Duration,
+        on_reply: Option<ReplyHook>,
+        internal: bool,
+    ) -> Result<Result<Value, RpcError>, SandboxError> {
         let params = serde_json::to_value(params).map_err(|e| {
             SandboxError::failed(operation, FailureReason::InvalidRequest, e.to_string())
         })?;
@@ -186,7 +206,7 @@ impl Conn {
         match outcome {
             Ok(Ok(reply)) => {
                 guard.armed = false;
-                reply.map_err(|e| map_rpc_error(operation, e))
+                Ok(reply)
             }
             Ok(Err(_)) => {
                 guard.armed = false;
@@ -369,7 +389,7 @@ impl Drop for CallGuard<'_> {
 /// A JSON-RPC error as a closed sandbox error: `-32000` with a decodable
 /// `SandboxError` in `data` is that error; anything else is a protocol
 /// violation naming the message.
-fn map_rpc_error(operation: Operation, e: RpcError) -> SandboxError {
+pub(super) fn map_rpc_error(operation: Operation, e: RpcError) -> SandboxError {
     if e.code == code::REVISION_MISMATCH {
         if let Some(m) = e
             .data

@@ -419,24 +419,31 @@ impl WireClient {
     /// Calls a `conformance/*` hook.
     ///
     /// # Errors
-    /// A message naming the hook and what went wrong.
+    /// What went wrong, not naming the hook (the caller does): a failed
+    /// hook's `HookFailure` message whole (error code -32010, as
+    /// `PROTOCOL.md` documents); any other error as a closed
+    /// `SandboxError`; a result that does not decode.
     pub async fn hook<P: Serialize, T: DeserializeOwned>(
         &self,
         method: &str,
         params: &P,
     ) -> Result<T, String> {
+        let operation = Operation::ConformanceHook;
         let v = self
             .conn
-            .call(
-                Operation::ConformanceHook,
+            .call_raw(
+                operation,
                 method,
                 params,
                 false,
                 self.conn.options.call_timeout,
+                None,
+                false,
             )
             .await
-            .map_err(|e| format!("{method}: {e}"))?;
-        serde_json::from_value(v).map_err(|e| format!("{method}: result does not decode: {e}"))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| hook_error(operation, e))?;
+        serde_json::from_value(v).map_err(|e| format!("result does not decode: {e}"))
     }
 }
 
@@ -455,4 +462,19 @@ impl Drop for Unclaimed<'_> {
                 .spawn_rollback(handle, Operation::CancelledCallRollback);
         }
     }
+}
+
+/// A hook's error as text: a documented `HookFailure` (-32010) is the
+/// provider's message; anything else is the closed error it maps to.
+fn hook_error(operation: Operation, e: RpcError) -> String {
+    if e.code == code::HOOK_FAILED {
+        if let Some(failure) = e
+            .data
+            .as_ref()
+            .and_then(|d| serde_json::from_value::<HookFailure>(d.clone()).ok())
+        {
+            return failure.message;
+        }
+    }
+    super::conn::map_rpc_error(operation, e).to_string()
 }
