@@ -283,3 +283,29 @@ async fn a_failed_conformance_hook_is_its_whole_message_once() {
     assert_eq!(e, message);
     c.close().await;
 }
+
+#[tokio::test]
+async fn a_provider_gone_before_a_write_is_named_by_its_exit_not_the_pipe() {
+    // The provider closes its stdin before it answers initialize, so the
+    // next request's write fails (EPIPE) while it is still exiting.
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg("read l; exec 0<&-; printf '%s\\n' \"$INIT\"; sleep 0.2; exit 3")
+        .env("INIT", init_line(WIRE_PROTOCOL_REVISION));
+    // A call deadline well past the exit, so the exit is what is seen.
+    let options = WireOptions {
+        call_timeout: Duration::from_secs(30),
+        ..options()
+    };
+    let c = WireClient::spawn(command, options).await.unwrap();
+    let pid = c.child_pid().unwrap();
+    let e = c.destroy(destroy_request()).await.unwrap_err();
+    assert!(
+        matches!(&e, SandboxError::SandboxOperationFailed { operation, reason: FailureReason::ProviderError, message, .. }
+            if operation == "destroy" && message.contains("exited") && message.contains('3')
+                && !message.contains("Broken pipe")),
+        "{e:?}"
+    );
+    assert_gone(&c, pid).await;
+}

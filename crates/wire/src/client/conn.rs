@@ -422,18 +422,44 @@ pub(super) fn map_rpc_error(operation: Operation, e: RpcError) -> SandboxError {
 }
 
 impl Conn {
+    /// Why the stream from the provider ended: the spawned provider's exit
+    /// status when it exits within 1 s, else "end of stream".
     pub(super) async fn exit_status(&self) -> String {
-        let child = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let Some(mut child) = child else {
-            return "end of stream".into();
-        };
-        let status = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
-        let text = match status {
-            Ok(Ok(s)) => format!("the provider process exited ({s})"),
-            _ => "end of stream from the provider process".into(),
-        };
-        *self.child.lock().unwrap_or_else(|e| e.into_inner()) = Some(child);
-        text
+        match self.exited().await {
+            Some(text) => text,
+            None if self.has_child() => "end of stream from the provider process".into(),
+            None => "end of stream".into(),
+        }
+    }
+
+    pub(super) fn has_child(&self) -> bool {
+        self.child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// The spawned provider's exit, if it exits within 1 s: "the provider
+    /// process exited (<status>)". Polled without taking the child, so
+    /// the reader and the writer can both ask and both learn the status.
+    pub(super) async fn exited(&self) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            let status = {
+                let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+                match child.as_mut() {
+                    None => return None,
+                    Some(c) => c.try_wait(),
+                }
+            };
+            match status {
+                Ok(Some(s)) => return Some(format!("the provider process exited ({s})")),
+                Ok(None) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                _ => return None,
+            }
+        }
     }
 
     pub(super) async fn close(&self) {
