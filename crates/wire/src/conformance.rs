@@ -41,7 +41,7 @@ pub enum WireTargetError {
         missing: Vec<&'static str>,
     },
     /// `conformance/describe` failed or its answer does not decode.
-    #[error("{0}")]
+    #[error("conformance/describe: {0}")]
     Describe(String),
 }
 
@@ -78,9 +78,8 @@ impl WireTarget {
                     WireTargetError::Describe(e)
                 }
             })?;
-        let root_image = ImageReference::parse(&describe.root_image).map_err(|e| {
-            WireTargetError::Describe(format!("conformance/describe: root_image: {e}"))
-        })?;
+        let root_image = ImageReference::parse(&describe.root_image)
+            .map_err(|e| WireTargetError::Describe(format!("root_image: {e}")))?;
         let clock: Arc<dyn Clock> = if describe.manual_clock {
             Arc::new(ManualClock::new(describe.clock_now))
         } else {

@@ -256,3 +256,56 @@ async fn an_initialize_result_missing_a_member_names_it_as_expected_present() {
     );
     assert_eq!(actual, "absent", "{e}");
 }
+
+#[tokio::test]
+async fn a_failed_conformance_hook_is_its_whole_message_once() {
+    // PROTOCOL.md: a hook that fails answers -32010 with `HookFailure`.
+    let message = format!(
+        "the probe could not reach the listener: {}",
+        "x".repeat(600)
+    );
+    let reply = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": 2,
+        "error": {"code": -32010, "message": "hook failed", "data": {"message": message}}
+    })
+    .to_string();
+    let mut command = scripted(
+        r#"printf '%s\n' "$REPLY_LINE"; exec sleep 30"#,
+        WIRE_PROTOCOL_REVISION,
+    );
+    command.env("REPLY_LINE", reply);
+    let c = WireClient::spawn(command, options()).await.unwrap();
+    let e = c
+        .hook::<_, serde_json::Value>("conformance/controlProbe", &serde_json::Value::Null)
+        .await
+        .unwrap_err();
+    assert_eq!(e, message);
+    c.close().await;
+}
+
+#[tokio::test]
+async fn a_provider_gone_before_a_write_is_named_by_its_exit_not_the_pipe() {
+    // The provider closes its stdin before it answers initialize, so the
+    // next request's write fails (EPIPE) while it is still exiting.
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg("read l; exec 0<&-; printf '%s\\n' \"$INIT\"; sleep 0.2; exit 3")
+        .env("INIT", init_line(WIRE_PROTOCOL_REVISION));
+    // A call deadline well past the exit, so the exit is what is seen.
+    let options = WireOptions {
+        call_timeout: Duration::from_secs(30),
+        ..options()
+    };
+    let c = WireClient::spawn(command, options).await.unwrap();
+    let pid = c.child_pid().unwrap();
+    let e = c.destroy(destroy_request()).await.unwrap_err();
+    assert!(
+        matches!(&e, SandboxError::SandboxOperationFailed { operation, reason: FailureReason::ProviderError, message, .. }
+            if operation == "destroy" && message.contains("exited") && message.contains('3')
+                && !message.contains("Broken pipe")),
+        "{e:?}"
+    );
+    assert_gone(&c, pid).await;
+}

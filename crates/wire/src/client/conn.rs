@@ -140,6 +140,26 @@ impl Conn {
         on_reply: Option<ReplyHook>,
         internal: bool,
     ) -> Result<Value, SandboxError> {
+        self.call_raw(
+            operation, method, params, allocating, deadline, on_reply, internal,
+        )
+        .await?
+        .map_err(|e| map_rpc_error(operation, e))
+    }
+
+    /// [`Conn::call_hooked`] with the provider's JSON-RPC error as sent:
+    /// the outer error is the connection's (closed, broken, timed out).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn call_raw<P: Serialize>(
+        self: &Arc<Self>,
+        operation: Operation,
+        method: &str,
+        params: &P,
+        allocating: bool,
+        deadline: Duration,
+        on_reply: Option<ReplyHook>,
+        internal: bool,
+    ) -> Result<Result<Value, RpcError>, SandboxError> {
         let params = serde_json::to_value(params).map_err(|e| {
             SandboxError::failed(operation, FailureReason::InvalidRequest, e.to_string())
         })?;
@@ -186,7 +206,7 @@ impl Conn {
         match outcome {
             Ok(Ok(reply)) => {
                 guard.armed = false;
-                reply.map_err(|e| map_rpc_error(operation, e))
+                Ok(reply)
             }
             Ok(Err(_)) => {
                 guard.armed = false;
@@ -369,7 +389,7 @@ impl Drop for CallGuard<'_> {
 /// A JSON-RPC error as a closed sandbox error: `-32000` with a decodable
 /// `SandboxError` in `data` is that error; anything else is a protocol
 /// violation naming the message.
-fn map_rpc_error(operation: Operation, e: RpcError) -> SandboxError {
+pub(super) fn map_rpc_error(operation: Operation, e: RpcError) -> SandboxError {
     if e.code == code::REVISION_MISMATCH {
         if let Some(m) = e
             .data
@@ -402,18 +422,44 @@ fn map_rpc_error(operation: Operation, e: RpcError) -> SandboxError {
 }
 
 impl Conn {
+    /// Why the stream from the provider ended: the spawned provider's exit
+    /// status when it exits within 1 s, else "end of stream".
     pub(super) async fn exit_status(&self) -> String {
-        let child = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let Some(mut child) = child else {
-            return "end of stream".into();
-        };
-        let status = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
-        let text = match status {
-            Ok(Ok(s)) => format!("the provider process exited ({s})"),
-            _ => "end of stream from the provider process".into(),
-        };
-        *self.child.lock().unwrap_or_else(|e| e.into_inner()) = Some(child);
-        text
+        match self.exited().await {
+            Some(text) => text,
+            None if self.has_child() => "end of stream from the provider process".into(),
+            None => "end of stream".into(),
+        }
+    }
+
+    pub(super) fn has_child(&self) -> bool {
+        self.child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// The spawned provider's exit, if it exits within 1 s: "the provider
+    /// process exited (<status>)". Polled without taking the child, so
+    /// the reader and the writer can both ask and both learn the status.
+    pub(super) async fn exited(&self) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            let status = {
+                let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+                match child.as_mut() {
+                    None => return None,
+                    Some(c) => c.try_wait(),
+                }
+            };
+            match status {
+                Ok(Some(s)) => return Some(format!("the provider process exited ({s})")),
+                Ok(None) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                _ => return None,
+            }
+        }
     }
 
     pub(super) async fn close(&self) {

@@ -14,7 +14,9 @@ use super::*;
 pub struct WireClient {
     pub(super) conn: Arc<Conn>,
     pub(super) init: Arc<InitializeResult>,
-    pub(super) capabilities: SandboxProviderCapabilities,
+    /// The envelope the provider last answered: at `initialize`, then
+    /// `sandbox/capabilities` after every member call (shared by clones).
+    pub(super) capabilities: Arc<Mutex<SandboxProviderCapabilities>>,
 }
 
 impl std::fmt::Debug for WireClient {
@@ -184,7 +186,7 @@ impl WireClient {
         Ok(WireClient {
             conn: conn.clone(),
             init: Arc::new(init),
-            capabilities,
+            capabilities: Arc::new(Mutex::new(capabilities)),
         })
     }
 
@@ -230,8 +232,70 @@ impl WireClient {
                 false,
                 self.conn.options.call_timeout,
             )
-            .await?;
-        decode_value(wire_type, &v)
+            .await;
+        self.refresh_capabilities(v.as_ref().err()).await;
+        decode_value(wire_type, &v?)
+    }
+
+    /// The envelope the runtime reads through `capabilities()`.
+    pub(super) fn envelope(&self) -> SandboxProviderCapabilities {
+        self.capabilities
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Asks the provider for its envelope again (`sandbox/capabilities`,
+    /// which may be asked at any time), after a member call, so that
+    /// `capabilities()` answers what the provider says now, as an
+    /// in-process provider does, and a drifting envelope is caught by the
+    /// runtime's re-check. An answer that is not an envelope ends the
+    /// connection as a protocol violation (field `capabilities`); nothing
+    /// is asked on a broken or reconnecting connection, nor after a call
+    /// that timed out (`failed`: the member call's error, if any). The
+    /// answer is awaited for at most the `initialize` deadline.
+    pub(super) async fn refresh_capabilities(&self, failed: Option<&SandboxError>) {
+        if matches!(
+            failed,
+            Some(SandboxError::SandboxOperationFailed {
+                reason: FailureReason::TimedOut,
+                ..
+            })
+        ) {
+            return;
+        }
+        let idle = |conn: &Conn| {
+            let st = conn.lock();
+            st.broken.is_some() || st.reconnecting
+        };
+        if idle(&self.conn) {
+            return;
+        }
+        let asked = self
+            .conn
+            .call(
+                op::CAPABILITIES,
+                method::CAPABILITIES,
+                &(),
+                false,
+                self.conn
+                    .options
+                    .initialize_timeout
+                    .min(self.conn.options.call_timeout),
+            )
+            .await
+            .and_then(|v| decode_value::<SandboxProviderCapabilities>(WireType::Capabilities, &v));
+        match asked {
+            Ok(envelope) => {
+                *self.capabilities.lock().unwrap_or_else(|e| e.into_inner()) = envelope;
+            }
+            Err(e) if !idle(&self.conn) => self.conn.fail(Broken::Violation(
+                "capabilities".into(),
+                "a SandboxProviderCapabilities answer to sandbox/capabilities".into(),
+                excerpt(&e.to_string()),
+            )),
+            Err(_) => {}
+        }
     }
 
     pub(super) async fn call_unit<P: Serialize>(
@@ -250,7 +314,9 @@ impl WireClient {
                 false,
                 self.conn.options.call_timeout,
             )
-            .await?;
+            .await;
+        self.refresh_capabilities(v.as_ref().err()).await;
+        let v = v?;
         if v.is_null() {
             Ok(())
         } else {
@@ -280,7 +346,14 @@ impl WireClient {
                 true,
                 self.conn.options.call_timeout,
             )
-            .await?;
+            .await;
+        let v = match v {
+            Ok(v) => v,
+            Err(e) => {
+                self.refresh_capabilities(Some(&e)).await;
+                return Err(e);
+            }
+        };
         let handle = v
             .get("rollback_handle")
             .and_then(Value::as_str)
@@ -295,11 +368,6 @@ impl WireClient {
                     .unwrap_or_else(|| "absent".into()),
             ));
         };
-        let rollback = Arc::new(WireRollback {
-            conn: self.conn.clone(),
-            handle,
-            member,
-        });
         let shape = v
             .as_object()
             .map(|o| o.len() == 2 && o.contains_key("value"));
@@ -314,13 +382,35 @@ impl WireClient {
             ))
         };
         match value {
-            Ok(value) => Ok(Handoff { value, rollback }),
+            Ok(value) => {
+                // Until the handoff reaches the caller, a caller that stops
+                // observing it gets the allocation rolled back.
+                let mut unclaimed = Unclaimed {
+                    conn: &self.conn,
+                    handle: Some(handle),
+                };
+                self.refresh_capabilities(None).await;
+                let handle = unclaimed.handle.take().unwrap_or_default();
+                let rollback = Arc::new(WireRollback {
+                    conn: self.conn.clone(),
+                    handle,
+                    member,
+                });
+                Ok(Handoff { value, rollback })
+            }
             Err(e) => {
+                let rollback = WireRollback {
+                    conn: self.conn.clone(),
+                    handle,
+                    member,
+                };
                 // Nobody else can unwind an allocation whose value did not
                 // decode: roll it back here, once, under the usual bound.
                 if let Err(r) = rollback.rollback().await {
                     tracing::warn!(error = %r, "rollback of an undecodable handoff failed");
                 }
+                drop(rollback);
+                self.refresh_capabilities(None).await;
                 Err(e)
             }
         }
@@ -329,23 +419,62 @@ impl WireClient {
     /// Calls a `conformance/*` hook.
     ///
     /// # Errors
-    /// A message naming the hook and what went wrong.
+    /// What went wrong, not naming the hook (the caller does): a failed
+    /// hook's `HookFailure` message whole (error code -32010, as
+    /// `PROTOCOL.md` documents); any other error as a closed
+    /// `SandboxError`; a result that does not decode.
     pub async fn hook<P: Serialize, T: DeserializeOwned>(
         &self,
         method: &str,
         params: &P,
     ) -> Result<T, String> {
+        let operation = Operation::ConformanceHook;
         let v = self
             .conn
-            .call(
-                Operation::ConformanceHook,
+            .call_raw(
+                operation,
                 method,
                 params,
                 false,
                 self.conn.options.call_timeout,
+                None,
+                false,
             )
             .await
-            .map_err(|e| format!("{method}: {e}"))?;
-        serde_json::from_value(v).map_err(|e| format!("{method}: result does not decode: {e}"))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| hook_error(operation, e))?;
+        serde_json::from_value(v).map_err(|e| format!("result does not decode: {e}"))
     }
+}
+
+/// A handoff's rollback handle between the reply and the caller: dropped
+/// while still held (the caller stopped observing), the allocation is
+/// rolled back and released.
+struct Unclaimed<'a> {
+    conn: &'a Arc<Conn>,
+    handle: Option<String>,
+}
+
+impl Drop for Unclaimed<'_> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            self.conn
+                .spawn_rollback(handle, Operation::CancelledCallRollback);
+        }
+    }
+}
+
+/// A hook's error as text: a documented `HookFailure` (-32010) is the
+/// provider's message; anything else is the closed error it maps to.
+fn hook_error(operation: Operation, e: RpcError) -> String {
+    if e.code == code::HOOK_FAILED {
+        if let Some(failure) = e
+            .data
+            .as_ref()
+            .and_then(|d| serde_json::from_value::<HookFailure>(d.clone()).ok())
+        {
+            return failure.message;
+        }
+    }
+    super::conn::map_rpc_error(operation, e).to_string()
 }

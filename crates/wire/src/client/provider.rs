@@ -60,7 +60,7 @@ impl SandboxProvider for WireClient {
     }
 
     fn capabilities(&self) -> SandboxProviderCapabilities {
-        self.capabilities.clone()
+        self.envelope()
     }
 
     async fn provision(
@@ -106,8 +106,9 @@ impl SandboxProvider for WireClient {
         let v = self
             .conn
             .call(op::EXECUTE, method::EXECUTE, &request, false, deadline)
-            .await?;
-        decode_value(WireType::CommandResult, &v)
+            .await;
+        self.refresh_capabilities(v.as_ref().err()).await;
+        decode_value(WireType::CommandResult, &v?)
     }
 
     async fn read_file(
@@ -336,8 +337,14 @@ impl OpenProcessMember for WireClient {
                 false,
                 self.conn.options.call_timeout,
             )
-            .await?;
-        let opened: OpenProcessResult = decode_value(WireType::OpenProcessResult, &v)?;
-        crate::process::client_process(&self.conn, opened)
+            .await;
+        let opened = v.and_then(|v| {
+            decode_value::<OpenProcessResult>(WireType::OpenProcessResult, &v)
+                .and_then(|opened| crate::process::client_process(&self.conn, opened))
+        });
+        // The process exists before the envelope is asked again: a caller
+        // that stops observing drops it like any other.
+        self.refresh_capabilities(opened.as_ref().err()).await;
+        opened
     }
 }

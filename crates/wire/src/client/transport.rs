@@ -29,10 +29,13 @@ impl Conn {
                 .await
                 {
                     if let Some(conn) = weak.upgrade() {
-                        conn.transport_failed(
-                            transport,
-                            Broken::Closed(format!("write failed: {e}")),
-                        );
+                        // A write fails when the provider is gone: name its
+                        // exit when it has one (bounded), not the pipe.
+                        let why = conn
+                            .exited()
+                            .await
+                            .unwrap_or_else(|| format!("write failed: {e}"));
+                        conn.transport_failed(transport, Broken::Closed(why));
                     }
                     return;
                 }
