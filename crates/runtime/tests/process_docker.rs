@@ -195,7 +195,7 @@ async fn docker_terminate_sends_sigterm_then_destroys_after_the_grace() {
         return;
     };
     terminate_honoured(&d.env, Duration::from_secs(5)).await;
-    terminate_escalates(&d.env, Duration::from_secs(1)).await;
+    terminate_escalates(&d.env, Duration::from_secs(1), true).await;
     d.finish().await;
 }
 

@@ -131,7 +131,7 @@ async fn memory_second_open_is_refused_while_one_is_live() {
 async fn memory_terminate_sends_sigterm_then_destroys_after_the_grace() {
     let env = env().await;
     terminate_honoured(&env, Duration::from_secs(5)).await;
-    terminate_escalates(&env, Duration::from_millis(500)).await;
+    terminate_escalates(&env, Duration::from_millis(500), false).await;
     finish(env).await;
 }
 

@@ -350,14 +350,23 @@ pub async fn terminate_honoured(env: &Env, grace: Duration) {
 /// `terminate_within`: a child ignoring SIGTERM is torn down by destroy
 /// after the grace (no other signal is sent); its exit settles and stays
 /// re-readable.
-pub async fn terminate_escalates(env: &Env, grace: Duration) {
-    let mut process = env
-        .open(&["sh", "-c", "trap '' TERM; echo armed; sleep 1000"])
-        .await;
-    // SIGTERM only after the trap is set: the shell says so on stdout.
-    let mut armed = [0u8; 6];
-    process.output.read_exact(&mut armed).await.unwrap();
-    assert_eq!(&armed, b"armed\n");
+///
+/// `announces_trap`: the provider streams stdout while the command runs,
+/// so SIGTERM is sent only after the shell printed that its trap is set
+/// (a real shell could otherwise die of SIGTERM before `trap` ran). The
+/// memory oracle sets the trap before the process is handed out.
+pub async fn terminate_escalates(env: &Env, grace: Duration, announces_trap: bool) {
+    let script = if announces_trap {
+        "trap '' TERM; echo armed; sleep 1000"
+    } else {
+        "trap '' TERM; sleep 1000"
+    };
+    let mut process = env.open(&["sh", "-c", script]).await;
+    if announces_trap {
+        let mut armed = [0u8; 6];
+        process.output.read_exact(&mut armed).await.unwrap();
+        assert_eq!(&armed, b"armed\n");
+    }
     let started = Instant::now();
     let exit = terminate_within(&process.handle, grace)
         .await

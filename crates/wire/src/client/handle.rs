@@ -233,7 +233,7 @@ impl WireClient {
                 self.conn.options.call_timeout,
             )
             .await;
-        self.refresh_capabilities(v.as_ref().err()).await;
+        self.refresh_capabilities(method, v.as_ref().err()).await;
         decode_value(wire_type, &v?)
     }
 
@@ -246,7 +246,8 @@ impl WireClient {
     }
 
     /// Asks the provider for its envelope again (`sandbox/capabilities`,
-    /// which may be asked at any time), after a member call, so that
+    /// which may be asked at any time), after a lifecycle member call
+    /// ([`refreshes_envelope`]), so that
     /// `capabilities()` answers what the provider says now, as an
     /// in-process provider does, and a drifting envelope is caught by the
     /// runtime's re-check. An answer that is not an envelope ends the
@@ -254,7 +255,10 @@ impl WireClient {
     /// is asked on a broken or reconnecting connection, nor after a call
     /// that timed out (`failed`: the member call's error, if any). The
     /// answer is awaited for at most the `initialize` deadline.
-    pub(super) async fn refresh_capabilities(&self, failed: Option<&SandboxError>) {
+    pub(super) async fn refresh_capabilities(&self, method: &str, failed: Option<&SandboxError>) {
+        if !refreshes_envelope(method) {
+            return;
+        }
         if matches!(
             failed,
             Some(SandboxError::SandboxOperationFailed {
@@ -315,7 +319,7 @@ impl WireClient {
                 self.conn.options.call_timeout,
             )
             .await;
-        self.refresh_capabilities(v.as_ref().err()).await;
+        self.refresh_capabilities(method, v.as_ref().err()).await;
         let v = v?;
         if v.is_null() {
             Ok(())
@@ -350,7 +354,7 @@ impl WireClient {
         let v = match v {
             Ok(v) => v,
             Err(e) => {
-                self.refresh_capabilities(Some(&e)).await;
+                self.refresh_capabilities(method, Some(&e)).await;
                 return Err(e);
             }
         };
@@ -389,7 +393,7 @@ impl WireClient {
                     conn: &self.conn,
                     handle: Some(handle),
                 };
-                self.refresh_capabilities(None).await;
+                self.refresh_capabilities(method, None).await;
                 let handle = unclaimed.handle.take().unwrap_or_default();
                 let rollback = Arc::new(WireRollback {
                     conn: self.conn.clone(),
@@ -410,7 +414,7 @@ impl WireClient {
                     tracing::warn!(error = %r, "rollback of an undecodable handoff failed");
                 }
                 drop(rollback);
-                self.refresh_capabilities(None).await;
+                self.refresh_capabilities(method, None).await;
                 Err(e)
             }
         }
@@ -477,4 +481,27 @@ fn hook_error(operation: Operation, e: RpcError) -> String {
         }
     }
     super::conn::map_rpc_error(operation, e).to_string()
+}
+
+/// Whether a call of `method` is followed by asking the envelope again:
+/// the lifecycle members (provision, activate, snapshot, cloneSnapshot,
+/// release, resume, destroy, destroySnapshot, cleanup, openProcess), after
+/// which the runtime re-checks the envelope before the next activate,
+/// resume, execute or openProcess. The data-plane members (execute, the
+/// reads and listings, writeFile, beginActiveWrite, resolveImage) are not
+/// followed by one, so the hot path pays no extra round trip: an envelope
+/// that drifts between two of them is seen after the next lifecycle call
+/// (in process it is seen at the next re-check).
+pub(crate) fn refreshes_envelope(method: &str) -> bool {
+    !matches!(
+        method,
+        method::EXECUTE
+            | method::READ_FILE
+            | method::READ_FILES
+            | method::LIST_DIR
+            | method::LIST_PROJECT_DIR
+            | method::WRITE_FILE
+            | method::BEGIN_ACTIVE_WRITE
+            | method::RESOLVE_IMAGE
+    )
 }

@@ -107,7 +107,6 @@ impl SandboxProvider for WireClient {
             .conn
             .call(op::EXECUTE, method::EXECUTE, &request, false, deadline)
             .await;
-        self.refresh_capabilities(v.as_ref().err()).await;
         decode_value(WireType::CommandResult, &v?)
     }
 
@@ -344,7 +343,8 @@ impl OpenProcessMember for WireClient {
         });
         // The process exists before the envelope is asked again: a caller
         // that stops observing drops it like any other.
-        self.refresh_capabilities(opened.as_ref().err()).await;
+        self.refresh_capabilities(method::OPEN_PROCESS, opened.as_ref().err())
+            .await;
         opened
     }
 }
