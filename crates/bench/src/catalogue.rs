@@ -7,7 +7,7 @@ use crate::linux;
 
 /// The providers the lifecycle figures (2 and 7) run against: a row-name
 /// tag (`2`, `2p`, ...) and the label in the row name. Another provider's
-/// rows are one entry here and one [`DockerBench`]-like subject in its
+/// rows are one entry here and one [`DockerBench`](crate::docker::DockerBench)-like subject in its
 /// figure function.
 pub(crate) const SUBJECTS: [(&str, &str); 2] =
     [("", "docker, no pool"), ("p", "docker, warm pool")];

@@ -15,7 +15,7 @@
 //!   [`store::relative_to`]);
 //! * [`reads`]: readFile, readFiles, listDir and listProjectDir over an
 //!   instance's host directories;
-//! * [`write`]: writeFile into an instance's host directories;
+//! * [`write`](mod@write): writeFile into an instance's host directories;
 //! * [`process`]: the one-live-process-per-instance table of openProcess;
 //! * [`errors`]: containment and host failures as the contract's errors;
 //! * [`nft`]: the allowlist egress nftables rule set, a pure function of

@@ -1,5 +1,5 @@
 //! Builders and readers for end-to-end runs of the `checkfu` binary, and
-//! [`DockerEnv`]: a Docker scope (`CHECKFU_SCOPE`) and state directory
+//! `DockerEnv` (feature `docker`): a Docker scope (`CHECKFU_SCOPE`) and state directory
 //! (`CHECKFU_STATE_DIR`) of one test's own, swept through `checkfu sandbox
 //! cleanup` and checked empty at the end.
 //!
