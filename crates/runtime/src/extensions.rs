@@ -45,6 +45,10 @@ impl Adapter {
     /// know the image (its error); `SandboxProtocolInvalid{operation: resolve_image}` when the
     /// answer is not `name@sha256:<64 lowercase hex>`, names another image,
     /// or (for a pinned input) is not the input itself.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: resolution allocates nothing; a dropped future drops
+    /// the provider's call with it and leaves no state in the runtime.
     pub async fn resolve_image(&self, reference: &str) -> Res<ImageReference> {
         let Some(member) = self.provider().resolve_image() else {
             // A reference that is already pinned needs no resolution: the
@@ -95,6 +99,10 @@ impl Adapter {
     /// member is absent (as for an absent openProcess); the provider's error;
     /// `SandboxProtocolInvalid{operation: cleanup_inventory}` for an empty
     /// or repeated id.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a dry run only reads the provider's inventory; a
+    /// dropped future sweeps nothing and leaves no state in the runtime.
     pub async fn cleanup_dry_run(
         &self,
         now: Timestamp,
@@ -116,6 +124,10 @@ impl Adapter {
     /// cleanup_inventory_unsupported}` when the member is absent; the
     /// provider's error; `SandboxProtocolInvalid{operation:
     /// cleanup_inventory}` for an empty or repeated id.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read of the provider's inventory; a dropped future
+    /// changes nothing.
     pub async fn cleanup_inventory(&self) -> Res<CleanupInventory> {
         let Some(member) = self.provider().cleanup_inventory() else {
             return Err(SandboxError::conflict(

@@ -29,6 +29,11 @@ impl Adapter {
     /// `instance_identity` mismatches (after the rollback ran);
     /// `SandboxOperationFailed{operation: provision_rollback}` when either
     /// rollback fails or passes its 30 s bound.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the probe's provision goes through the handoff guard
+    /// (decision 009), so a future dropped mid-probe leaves the allocation
+    /// to the guard's rollback, run once; nothing is stranded.
     pub async fn probe_rollback(
         &self,
         request: SandboxProvisionRequest,
