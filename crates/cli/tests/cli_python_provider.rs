@@ -39,23 +39,29 @@ fn containers_of(scope: &str) -> Vec<String> {
     stdout(&o).lines().map(str::to_owned).collect()
 }
 
+/// The `--provider-cmd` line of the example provider for `env`: its fixture,
+/// its scope, and `state` as the provider's state directory.
+fn provider_line(env: &DockerEnv, state: &Path) -> String {
+    let provider = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/python-provider/provider.py")
+        .canonicalize()
+        .expect("examples/python-provider/provider.py");
+    format!(
+        "python3 {} --root-image {} --state-dir {} --scope {}",
+        provider.display(),
+        env.fixture,
+        state.display(),
+        env.scope
+    )
+}
+
 #[test]
 fn python_provider_passes_its_five_cases_and_leaves_nothing() {
     let Some(env) = docker("python_provider") else {
         return;
     };
-    let provider = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/python-provider/provider.py")
-        .canonicalize()
-        .expect("examples/python-provider/provider.py");
     let state = tempfile::tempdir().expect("state dir");
-    let line = format!(
-        "python3 {} --root-image {} --state-dir {} --scope {}",
-        provider.display(),
-        env.fixture,
-        state.path().display(),
-        env.scope
-    );
+    let line = provider_line(&env, state.path());
     let o = output(checkfu().args(["sandbox", "test", "--provider-cmd", &line, "--json", "-"]));
     assert_eq!(code(&o), 0, "{}", describe(&o));
     let evidence: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("evidence JSON");
@@ -100,18 +106,8 @@ fn python_provider_stages_lists_and_reads_names_that_are_not_utf8() {
     let Some(env) = docker("python_provider_bytes") else {
         return;
     };
-    let provider = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/python-provider/provider.py")
-        .canonicalize()
-        .expect("examples/python-provider/provider.py");
     let state = tempfile::tempdir().expect("state dir");
-    let line = format!(
-        "python3 {} --root-image {} --state-dir {} --scope {}",
-        provider.display(),
-        env.fixture,
-        state.path().display(),
-        env.scope
-    );
+    let line = provider_line(&env, state.path());
     let tmp = tempfile::tempdir().expect("scratch dir");
     let data = tmp.path().join("data");
     std::fs::create_dir(&data).unwrap();
@@ -163,18 +159,8 @@ fn python_provider_lists_a_huge_sparse_output_without_reading_it() {
     let Some(env) = docker("python_provider_sparse") else {
         return;
     };
-    let provider = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/python-provider/provider.py")
-        .canonicalize()
-        .expect("examples/python-provider/provider.py");
     let state = tempfile::tempdir().expect("state dir");
-    let line = format!(
-        "python3 {} --root-image {} --state-dir {} --scope {}",
-        provider.display(),
-        env.fixture,
-        state.path().display(),
-        env.scope
-    );
+    let line = provider_line(&env, state.path());
     let tmp = tempfile::tempdir().expect("scratch dir");
     let out = tmp.path().join("out");
     let o = output(
