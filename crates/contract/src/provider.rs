@@ -130,6 +130,19 @@ pub trait SandboxProvider: Send + Sync {
     /// One honest envelope, unchanging for this revision.
     fn capabilities(&self) -> SandboxProviderCapabilities;
 
+    /// True only for a transport in front of a provider in another
+    /// process (the wire client): its `SandboxProtocolInvalid` errors are
+    /// the Runner side's own verdicts on what crossed the transport (a
+    /// line that is not a message, an error answer outside the closed
+    /// vocabulary; PROTOCOL.md names their fields), and the runtime passes
+    /// them through. Every other provider keeps the default `false`: a
+    /// runtime-only tag it returns is itself a protocol failure naming
+    /// `_tag` (spec "Errors": the runtime-only tags are never a
+    /// provider's).
+    fn transport_verdicts(&self) -> bool {
+        false
+    }
+
     /// Allocate the instance, materialize the derived image, prepare the
     /// declared mounts and the output tree; return it in `provisioning`.
     ///

@@ -32,7 +32,7 @@ use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 
 use crate::admission::{ancestor_conflict, owning_rw_mount};
-use crate::checks::from_provider;
+use crate::checks::Verdicts;
 use crate::Adapter;
 
 type Res<T> = Result<T, SandboxFailure>;
@@ -250,6 +250,7 @@ pub(crate) async fn run(
         mount_path: mount.path,
         expected_paths,
         seen,
+        verdicts: adapter.verdicts(),
     };
     // The provider call and its checks run in the adapter's task: a caller
     // that stops observing after the marker leaves the transaction to
@@ -289,6 +290,7 @@ struct Check {
     mount_path: String,
     expected_paths: Vec<String>,
     seen: Arc<Mutex<Seen>>,
+    verdicts: Verdicts,
 }
 
 impl Check {
@@ -319,13 +321,13 @@ impl Check {
             Err(e) if seen.invoked && !seen.aborted => {
                 // Past the marker: the command is the provider's and its
                 // end is unknown here.
-                let e = from_provider(OP, e);
+                let e = self.verdicts.admit(OP, e);
                 return Ok(ActiveWriteOutcome::Indeterminate {
                     transaction_id: self.transaction_id.clone(),
                     reason: e.to_string(),
                 });
             }
-            Err(e) => return Err(from_provider(OP, e).into()),
+            Err(e) => return Err(self.verdicts.admit(OP, e).into()),
         };
         if outcome.transaction_id() != self.transaction_id {
             return Err(self.protocol(

@@ -13,26 +13,58 @@ use checkfu_sandbox_contract::{
 
 type Res<T> = Result<T, SandboxFailure>;
 
-/// A provider's error, if it is in the adapter vocabulary; a runtime-only
-/// tag authored by a provider is itself a protocol failure naming `_tag`.
-/// Applied to every error a provider hands back: results, rollbacks and
-/// process control alike.
-pub(crate) fn from_provider(operation: Operation, e: SandboxError) -> SandboxError {
-    // A decode failure from a wire transport in front of the provider
-    // (operation `decode_*`) is the runtime side's own verdict: keep it.
-    let transport_decode = matches!(
-        &e,
-        SandboxError::SandboxProtocolInvalid { operation, .. } if operation.is_decode()
-    );
-    if e.is_runtime_only() && !transport_decode {
-        SandboxError::protocol(
-            operation,
-            "_tag",
-            "one of the eight adapter error tags",
-            e.tag(),
-        )
-    } else {
-        e
+/// Whose `SandboxProtocolInvalid` a provider's errors may carry.
+///
+/// A provider in process never judges the protocol: a runtime-only tag it
+/// returns is itself a protocol failure naming `_tag`. A transport in
+/// front of a provider in another process (the wire client, whose
+/// [`SandboxProvider::transport_verdicts`] is true) returns the Runner
+/// side's own verdicts on the bytes that crossed it (`field: "line"`,
+/// `"error"`, a `decode_*` operation): those pass through unchanged, so
+/// the field PROTOCOL.md names is the field the caller sees.
+///
+/// [`SandboxProvider::transport_verdicts`]: checkfu_sandbox_contract::SandboxProvider::transport_verdicts
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdicts {
+    /// Only the closed adapter vocabulary (a provider in process).
+    ProviderOnly,
+    /// The adapter vocabulary plus the transport's own
+    /// `SandboxProtocolInvalid` (a wire client).
+    WithTransport,
+}
+
+impl Verdicts {
+    /// What `provider` declares.
+    pub(crate) fn of(provider: &dyn checkfu_sandbox_contract::SandboxProvider) -> Self {
+        if provider.transport_verdicts() {
+            Verdicts::WithTransport
+        } else {
+            Verdicts::ProviderOnly
+        }
+    }
+
+    /// A provider's error, if it is in the vocabulary these verdicts
+    /// admit; any other runtime-only tag is a protocol failure naming
+    /// `_tag`. Applied to every error a provider hands back: results,
+    /// rollbacks and process control alike.
+    pub(crate) fn admit(self, operation: Operation, e: SandboxError) -> SandboxError {
+        // A decode failure from a wire transport in front of the provider
+        // (operation `decode_*`) is the runtime side's own verdict: keep it.
+        let transport_verdict = matches!(
+            &e,
+            SandboxError::SandboxProtocolInvalid { operation, .. }
+                if operation.is_decode() || self == Verdicts::WithTransport
+        );
+        if e.is_runtime_only() && !transport_verdict {
+            SandboxError::protocol(
+                operation,
+                "_tag",
+                "one of the eight adapter error tags",
+                e.tag(),
+            )
+        } else {
+            e
+        }
     }
 }
 

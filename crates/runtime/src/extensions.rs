@@ -68,7 +68,7 @@ impl Adapter {
         let answer = member
             .resolve_image(reference)
             .await
-            .map_err(|e| crate::checks::from_provider(op::RESOLVE_IMAGE, e))?;
+            .map_err(|e| self.verdicts().admit(op::RESOLVE_IMAGE, e))?;
         let refuse = |expected: String| -> SandboxFailure {
             SandboxError::protocol(op::RESOLVE_IMAGE, "reference", expected, answer.clone()).into()
         };
@@ -140,7 +140,7 @@ impl Adapter {
         let inventory = member
             .cleanup_inventory()
             .await
-            .map_err(|e| crate::checks::from_provider(op::CLEANUP_INVENTORY, e))?;
+            .map_err(|e| self.verdicts().admit(op::CLEANUP_INVENTORY, e))?;
         for (field, list) in [
             ("instances", &inventory.instances),
             ("snapshots", &inventory.snapshots),

@@ -11,6 +11,8 @@ use checkfu_sandbox_contract::{
 };
 use tokio_util::task::TaskTracker;
 
+use crate::checks::Verdicts;
+
 /// Something a provider call keeps alive until it and any rollback of its
 /// value settle: the runtime's in-flight marker of a lifecycle call, so a
 /// cancelled caller never lets a second call reach the provider while the
@@ -28,11 +30,12 @@ pub(crate) async fn run_rollback(
     member: Member,
     rollback: Arc<dyn Rollback>,
     bound: Duration,
+    verdicts: Verdicts,
 ) -> Result<(), SandboxError> {
     let operation = Operation::Rollback(member);
     let task = tasks.spawn(async move { rollback.rollback().await });
     match tokio::time::timeout(bound, task).await {
-        Ok(Ok(result)) => result.map_err(|e| crate::checks::from_provider(operation, e)),
+        Ok(Ok(result)) => result.map_err(|e| verdicts.admit(operation, e)),
         Ok(Err(join)) => Err(SandboxError::failed(
             operation,
             FailureReason::ProviderError,
@@ -59,6 +62,7 @@ pub(crate) struct Guard {
     member: Member,
     rollback: Option<Arc<dyn Rollback>>,
     bound: Duration,
+    verdicts: Verdicts,
     tasks: TaskTracker,
     hold: Option<Hold>,
 }
@@ -68,6 +72,7 @@ impl Guard {
         member: Member,
         handoff: Handoff<T>,
         bound: Duration,
+        verdicts: Verdicts,
         tasks: TaskTracker,
         hold: Option<Hold>,
     ) -> (T, Guard) {
@@ -77,6 +82,7 @@ impl Guard {
                 member,
                 rollback: Some(handoff.rollback),
                 bound,
+                verdicts,
                 tasks,
                 hold,
             },
@@ -95,8 +101,22 @@ impl Guard {
         let Some(rollback) = self.rollback.take() else {
             return [Ok(()), Ok(())];
         };
-        let first = run_rollback(&self.tasks, self.member, rollback.clone(), self.bound).await;
-        let second = run_rollback(&self.tasks, self.member, rollback, self.bound).await;
+        let first = run_rollback(
+            &self.tasks,
+            self.member,
+            rollback.clone(),
+            self.bound,
+            self.verdicts,
+        )
+        .await;
+        let second = run_rollback(
+            &self.tasks,
+            self.member,
+            rollback,
+            self.bound,
+            self.verdicts,
+        )
+        .await;
         [first, second]
     }
 
@@ -106,7 +126,15 @@ impl Guard {
         let Some(rollback) = self.rollback.take() else {
             return rejection;
         };
-        match run_rollback(&self.tasks, self.member, rollback, self.bound).await {
+        match run_rollback(
+            &self.tasks,
+            self.member,
+            rollback,
+            self.bound,
+            self.verdicts,
+        )
+        .await
+        {
             Ok(()) => rejection,
             Err(e) => rejection.then(e),
         }
@@ -118,6 +146,7 @@ impl Drop for Guard {
         if let Some(rollback) = self.rollback.take() {
             let operation = self.member;
             let bound = self.bound;
+            let verdicts = self.verdicts;
             let hold = self.hold.take();
             tracing::debug!(
                 %operation,
@@ -126,7 +155,7 @@ impl Drop for Guard {
             if tokio::runtime::Handle::try_current().is_ok() {
                 let tasks = self.tasks.clone();
                 self.tasks.spawn(async move {
-                    if let Err(e) = run_rollback(&tasks, operation, rollback, bound).await {
+                    if let Err(e) = run_rollback(&tasks, operation, rollback, bound, verdicts).await {
                         tracing::warn!(%operation, error = %e, "rollback after cancellation failed");
                     }
                     drop(hold);
@@ -166,6 +195,7 @@ pub(crate) async fn acquire<T: Send + 'static>(
     member: Member,
     call: impl Future<Output = Result<Handoff<T>, SandboxError>> + Send + 'static,
     bound: Duration,
+    verdicts: Verdicts,
     hold: Option<Hold>,
 ) -> Result<(T, Guard), SandboxError> {
     let panicked = || {
@@ -187,7 +217,8 @@ pub(crate) async fn acquire<T: Send + 'static>(
     .await;
     match first {
         Ok(Poll::Ready(result)) => {
-            return result.map(|handoff| Guard::new(member, handoff, bound, tasks.clone(), hold))
+            return result
+                .map(|handoff| Guard::new(member, handoff, bound, verdicts, tasks.clone(), hold))
         }
         Err(_) => return Err(panicked()),
         Ok(Poll::Pending) => {}
@@ -198,7 +229,8 @@ pub(crate) async fn acquire<T: Send + 'static>(
         let result = call.await;
         if let Err((Ok(handoff), hold)) = tx.send((result, hold)) {
             tracing::debug!(%member, "caller gone before the handoff; rolling back");
-            if let Err(e) = run_rollback(&tracker, member, handoff.rollback, bound).await {
+            if let Err(e) = run_rollback(&tracker, member, handoff.rollback, bound, verdicts).await
+            {
                 tracing::warn!(%member, error = %e, "rollback of an unclaimed handoff failed");
             }
             drop(hold);
@@ -206,7 +238,7 @@ pub(crate) async fn acquire<T: Send + 'static>(
     });
     match rx.await {
         Ok((result, hold)) => {
-            result.map(|handoff| Guard::new(member, handoff, bound, tasks.clone(), hold))
+            result.map(|handoff| Guard::new(member, handoff, bound, verdicts, tasks.clone(), hold))
         }
         Err(_) => Err(panicked()),
     }
@@ -256,6 +288,7 @@ mod tests {
                         handoff(7)
                     },
                     BOUND,
+                    Verdicts::ProviderOnly,
                     None,
                 )
                 .await
@@ -286,6 +319,7 @@ mod tests {
                         handoff(8)
                     },
                     BOUND,
+                    Verdicts::ProviderOnly,
                     None,
                 )
                 .await
@@ -311,6 +345,7 @@ mod tests {
             Member::Provision,
             async { panic!("provider bug") },
             BOUND,
+            Verdicts::ProviderOnly,
             None,
         )
         .await;
@@ -322,6 +357,7 @@ mod tests {
                 panic!("provider bug")
             },
             BOUND,
+            Verdicts::ProviderOnly,
             None,
         )
         .await;

@@ -6,7 +6,6 @@ use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::Member;
 use checkfu_sandbox_contract::{InstanceState, SandboxFailure, SandboxProvisionRequest};
 
-use crate::checks;
 use crate::handoff::acquire;
 use crate::Adapter;
 
@@ -47,10 +46,11 @@ impl Adapter {
             Member::Provision,
             async move { provider.provision(req).await },
             self.rollback_bound(),
+            self.verdicts(),
             None,
         )
         .await
-        .map_err(|e| SandboxFailure::from(checks::from_provider(op::PROVISION, e)))?;
+        .map_err(|e| SandboxFailure::from(self.verdicts().admit(op::PROVISION, e)))?;
         let instance_id = instance.instance_id.clone();
         let problems = check_instance(
             &request,

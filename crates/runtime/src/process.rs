@@ -11,7 +11,7 @@ use checkfu_sandbox_contract::{
 use futures_io::{AsyncRead, AsyncWrite};
 use tokio::sync::OnceCell;
 
-use crate::checks::from_provider;
+use crate::checks::Verdicts;
 
 /// A process whose evidence the runtime accepted. `wait` settles once and
 /// can be read again; `destroy` is idempotent.
@@ -33,6 +33,7 @@ pub struct Process {
 pub struct ProcessHandle {
     control: Arc<dyn ProcessControl>,
     exit: Arc<OnceCell<Result<ProcessExit, SandboxError>>>,
+    verdicts: Verdicts,
 }
 
 impl std::fmt::Debug for Process {
@@ -44,7 +45,7 @@ impl std::fmt::Debug for Process {
 }
 
 impl Process {
-    pub(crate) fn new(p: SandboxProcess) -> Self {
+    pub(crate) fn new(p: SandboxProcess, verdicts: Verdicts) -> Self {
         Process {
             input: p.input,
             output: p.output,
@@ -52,6 +53,7 @@ impl Process {
             handle: ProcessHandle {
                 control: p.control,
                 exit: Arc::new(OnceCell::new()),
+                verdicts,
             },
             evidence: p.evidence,
         }
@@ -69,10 +71,10 @@ impl ProcessHandle {
     pub async fn wait(&self) -> Result<ProcessExit, SandboxError> {
         self.exit
             .get_or_init(|| async {
-                self.control
-                    .wait()
-                    .await
-                    .map_err(|e| from_provider(Operation::Process(ProcessStep::Wait), e))
+                self.control.wait().await.map_err(|e| {
+                    self.verdicts
+                        .admit(Operation::Process(ProcessStep::Wait), e)
+                })
             })
             .await
             .clone()
@@ -83,10 +85,10 @@ impl ProcessHandle {
     /// # Errors
     /// The provider's error.
     pub async fn signal(&self, signal: ControlSignal) -> Result<(), SandboxError> {
-        self.control
-            .signal(signal)
-            .await
-            .map_err(|e| from_provider(Operation::Process(ProcessStep::Signal), e))
+        self.control.signal(signal).await.map_err(|e| {
+            self.verdicts
+                .admit(Operation::Process(ProcessStep::Signal), e)
+        })
     }
 
     /// Idempotent teardown.
@@ -94,9 +96,9 @@ impl ProcessHandle {
     /// # Errors
     /// The provider's error.
     pub async fn destroy(&self) -> Result<(), SandboxError> {
-        self.control
-            .destroy()
-            .await
-            .map_err(|e| from_provider(Operation::Process(ProcessStep::Destroy), e))
+        self.control.destroy().await.map_err(|e| {
+            self.verdicts
+                .admit(Operation::Process(ProcessStep::Destroy), e)
+        })
     }
 }

@@ -309,3 +309,41 @@ async fn a_provider_gone_before_a_write_is_named_by_its_exit_not_the_pipe() {
     );
     assert_gone(&c, pid).await;
 }
+
+/// Through the runtime, as a Runner sees a served provider: the client's
+/// own verdicts keep the field PROTOCOL.md names (`line`, `error`), and a
+/// runtime-only tag the served provider writes is refused naming `error`
+/// (never passed through as if the Runner side had judged).
+#[tokio::test]
+async fn the_runtime_keeps_the_transport_verdicts_field_and_refuses_a_forged_tag() {
+    use std::sync::Arc;
+    let cases = [
+        ("echo 'not json'; exec sleep 30", "line"),
+        (
+            r#"printf '%s\n' '{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"x","data":{"_tag":"SandboxOops"}}}'; exec sleep 30"#,
+            "error",
+        ),
+        (
+            r#"printf '%s\n' '{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"x","data":{"_tag":"SandboxProtocolInvalid","operation":"cleanup","field":"f","expected":"e","actual":"a"}}}'; exec sleep 30"#,
+            "error",
+        ),
+    ];
+    for (then, want) in cases {
+        let c = Arc::new(client(then).await);
+        let pid = c.child_pid().unwrap();
+        let clock = ManualClock::new(Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap());
+        let mut runtime = checkfu_sandbox_runtime::SandboxRuntime::new(Arc::new(clock.clone()));
+        runtime.register(c.clone());
+        let adapter = runtime.adapter("memory").expect("adapter");
+        let failure = adapter
+            .cleanup(clock.now(), clock.now(), vec![])
+            .await
+            .unwrap_err();
+        let (operation, field, _, actual) = protocol_field(failure.error());
+        assert_eq!((operation, field), (op::CLEANUP, want), "{then}: {failure}");
+        if then.contains("\"SandboxProtocolInvalid\"") {
+            assert_eq!(actual, "SandboxProtocolInvalid", "{failure}");
+        }
+        assert_gone(&c, pid).await;
+    }
+}

@@ -29,10 +29,11 @@ impl Adapter {
             Member::Provision,
             async move { provider.provision(req).await },
             self.shared.rollback_bound,
+            self.shared.verdicts,
             None,
         )
         .await
-        .map_err(|e| from_provider(op::PROVISION, e))?;
+        .map_err(|e| self.admit_error(op::PROVISION, e))?;
         self.take_new_instance(request, RecordState::Provisioning, instance, guard)
             .await
     }
@@ -120,10 +121,11 @@ impl Adapter {
             Member::Activate,
             async move { provider.activate(req).await },
             self.shared.rollback_bound,
+            self.shared.verdicts,
             Some(mark as Hold),
         )
         .await
-        .map_err(|e| from_provider(op::ACTIVATE, e))?;
+        .map_err(|e| self.admit_error(op::ACTIVATE, e))?;
         let mut problems = check_instance(
             &rec.request,
             InstanceState::Active,
@@ -186,10 +188,11 @@ impl Adapter {
             Member::Snapshot,
             async move { provider.snapshot(req).await },
             self.shared.rollback_bound,
+            self.shared.verdicts,
             Some(mark as Hold),
         )
         .await
-        .map_err(|e| from_provider(op::SNAPSHOT, e))?;
+        .map_err(|e| self.admit_error(op::SNAPSHOT, e))?;
         if let Some(rejection) = mismatches(
             op::SNAPSHOT_IDENTITY,
             check_snapshot(&rec.instance, &expires_at, &snapshot),
@@ -299,10 +302,11 @@ impl Adapter {
             Member::CloneSnapshot,
             async move { provider.clone_snapshot(req).await },
             self.shared.rollback_bound,
+            self.shared.verdicts,
             None,
         )
         .await
-        .map_err(|e| from_provider(op::CLONE_SNAPSHOT, e))?;
+        .map_err(|e| self.admit_error(op::CLONE_SNAPSHOT, e))?;
         if let Some(rejection) = mismatches(
             op::CLONE_IDENTITY,
             check_clone(source, target_session_id, &clone),
@@ -382,10 +386,11 @@ impl Adapter {
             Member::Release,
             async move { provider.release(req).await },
             self.shared.rollback_bound,
+            self.shared.verdicts,
             Some(mark as Hold),
         )
         .await
-        .map_err(|e| from_provider(op::RELEASE, e))?;
+        .map_err(|e| self.admit_error(op::RELEASE, e))?;
         let problem = match results::release_disposition(snapshot_expires_at.as_ref(), &disposition)
         {
             Some(m) => Some(SandboxFailure::from(m.into_error(op::RELEASE))),
@@ -522,10 +527,11 @@ impl Adapter {
             Member::Resume,
             async move { provider.resume(req).await },
             self.shared.rollback_bound,
+            self.shared.verdicts,
             Some(mark as Hold),
         )
         .await
-        .map_err(|e| from_provider(op::RESUME, e))?;
+        .map_err(|e| self.admit_error(op::RESUME, e))?;
         self.take_new_instance(request, RecordState::Active, instance, guard)
             .await
     }

@@ -97,7 +97,7 @@ impl Adapter {
         self.provider()
             .write_file(request)
             .await
-            .map_err(|e| from_provider(op::WRITE_FILE, e))
+            .map_err(|e| self.admit_error(op::WRITE_FILE, e))
     }
 
     /// execute: one bounded command.
@@ -132,7 +132,7 @@ impl Adapter {
                 command,
             })
             .await
-            .map_err(|e| from_provider(op::EXECUTE, e))?;
+            .map_err(|e| self.admit_error(op::EXECUTE, e))?;
         checks::protocol(op::EXECUTE, results::command_result(limit, &result))?;
         Ok(result)
     }
@@ -196,7 +196,7 @@ impl Adapter {
             .provider()
             .read_file(request)
             .await
-            .map_err(|e| from_provider(op::READ_FILE, e))?;
+            .map_err(|e| self.admit_error(op::READ_FILE, e))?;
         if content.path != *path {
             return Err(SandboxError::protocol(op::READ_FILE, "path", path, &content.path).into());
         }
@@ -295,7 +295,7 @@ impl Adapter {
                     let result = member
                         .read_files(request)
                         .await
-                        .map_err(|e| from_provider(op::READ_FILES, e))?;
+                        .map_err(|e| self.admit_error(op::READ_FILES, e))?;
                     checks::read_files_result(&group, aggregate, &result.files)?;
                     result.files
                 }
@@ -401,7 +401,7 @@ impl Adapter {
                 max_entries,
             })
             .await
-            .map_err(|e| from_provider(op::LIST_DIR, e))?;
+            .map_err(|e| self.admit_error(op::LIST_DIR, e))?;
         checks::protocol(
             op::LIST_DIR,
             results::list_dir_result(root, max_entries, &result),
@@ -443,7 +443,7 @@ impl Adapter {
                 max_entries,
             })
             .await
-            .map_err(|e| from_provider(op::LIST_PROJECT_DIR, e))?;
+            .map_err(|e| self.admit_error(op::LIST_PROJECT_DIR, e))?;
         checks::protocol(
             op::LIST_PROJECT_DIR,
             results::list_project_dir_result(root, max_entries, &result),

@@ -51,10 +51,11 @@ impl Adapter {
             .await;
             let failure = match destroyed {
                 Ok(Ok(Ok(()))) => rejection,
-                Ok(Ok(Err(e))) => rejection.then(checks::from_provider(
-                    Operation::Process(ProcessStep::Destroy),
-                    e,
-                )),
+                Ok(Ok(Err(e))) => rejection.then(
+                    self.shared
+                        .verdicts
+                        .admit(Operation::Process(ProcessStep::Destroy), e),
+                ),
                 Ok(Err(join)) => rejection.then(SandboxError::failed(
                     Operation::Process(ProcessStep::Destroy),
                     FailureReason::ProviderError,
@@ -68,7 +69,7 @@ impl Adapter {
             };
             return Err(failure);
         }
-        Ok(Process::new(process))
+        Ok(Process::new(process, self.shared.verdicts))
     }
 
     /// The provider's openProcess call, run as every allocating call is
@@ -102,7 +103,7 @@ impl Adapter {
             }
         });
         match rx.await {
-            Ok(result) => result.map_err(|e| from_provider(op::OPEN_PROCESS, e)),
+            Ok(result) => result.map_err(|e| self.admit_error(op::OPEN_PROCESS, e)),
             Err(_) => Err(SandboxError::failed(
                 op::OPEN_PROCESS,
                 FailureReason::ProviderError,

@@ -183,6 +183,8 @@ struct Shared {
     advertised: SandboxProviderCapabilities,
     clock: Arc<dyn Clock>,
     rollback_bound: Duration,
+    /// Whose protocol verdicts the provider's errors may carry.
+    verdicts: checks::Verdicts,
     records: Mutex<Book>,
     /// Notified whenever an in-flight marker clears (destroy waits on it).
     idle: tokio::sync::Notify,
@@ -211,12 +213,6 @@ impl std::fmt::Debug for Adapter {
 
 type Res<T> = Result<T, SandboxFailure>;
 
-/// A provider error passes through if it is in the adapter vocabulary; a
-/// runtime-only tag from a provider is itself a protocol failure.
-fn from_provider(operation: Operation, e: SandboxError) -> SandboxFailure {
-    checks::from_provider(operation, e).into()
-}
-
 fn mismatches(operation: Operation, list: Vec<Mismatch>) -> Option<SandboxFailure> {
     let mut it = list.into_iter();
     let first = it.next()?;
@@ -235,6 +231,7 @@ impl Adapter {
         clock: Arc<dyn Clock>,
         rollback_bound: Duration,
     ) -> Self {
+        let verdicts = checks::Verdicts::of(provider.as_ref());
         Adapter {
             shared: Arc::new(Shared {
                 provider,
@@ -242,6 +239,7 @@ impl Adapter {
                 advertised,
                 clock,
                 rollback_bound,
+                verdicts,
                 records: Mutex::new(Book::default()),
                 idle: tokio::sync::Notify::new(),
                 tasks: TaskTracker::new(),
@@ -249,6 +247,13 @@ impl Adapter {
             }),
             minimum_egress: EgressCertification::AdvisoryFilter,
         }
+    }
+
+    /// A provider error passes through if it is in the vocabulary the
+    /// provider may return ([`checks::Verdicts`]); a runtime-only tag from
+    /// a provider is itself a protocol failure naming `_tag`.
+    fn admit_error(&self, operation: Operation, e: SandboxError) -> SandboxFailure {
+        self.shared.verdicts.admit(operation, e).into()
     }
 
     /// This adapter, holding instances it provisions or resumes to at
@@ -319,6 +324,10 @@ impl Adapter {
 
     pub(crate) fn rollback_bound(&self) -> Duration {
         self.shared.rollback_bound
+    }
+
+    pub(crate) fn verdicts(&self) -> checks::Verdicts {
+        self.shared.verdicts
     }
 
     pub(crate) fn tasks(&self) -> &TaskTracker {

@@ -30,7 +30,7 @@ impl Adapter {
                 instance_id: instance_id.to_owned(),
             })
             .await
-            .map_err(|e| from_provider(op::DESTROY, e))?;
+            .map_err(|e| self.admit_error(op::DESTROY, e))?;
         self.set_state(instance_id, RecordState::Destroyed);
         Ok(())
     }
@@ -74,7 +74,7 @@ impl Adapter {
                 snapshot_id: snapshot_id.to_owned(),
             })
             .await
-            .map_err(|e| from_provider(op::DESTROY_SNAPSHOT, e))?;
+            .map_err(|e| self.admit_error(op::DESTROY_SNAPSHOT, e))?;
         self.records().snapshot_deadlines.remove(snapshot_id);
         Ok(())
     }
@@ -103,7 +103,7 @@ impl Adapter {
             .provider()
             .cleanup(request)
             .await
-            .map_err(|e| from_provider(op::CLEANUP, e))?;
+            .map_err(|e| self.admit_error(op::CLEANUP, e))?;
         for (field, ids) in [
             ("instances", &result.instances),
             ("snapshots", &result.snapshots),

@@ -258,6 +258,7 @@ impl Conn {
                                 crate::process::register(self, v);
                             }
                         }
+                        let outcome = outcome.map_err(|e| refuse_forged_tag(p.operation, e));
                         let _ = p.reply.send(outcome);
                     }
                     Err(Some(allocating)) => {
@@ -383,6 +384,35 @@ impl Drop for CallGuard<'_> {
             self.conn
                 .notify(method::CANCEL, &CancelParams { id: self.id });
         }
+    }
+}
+
+/// A provider's error answer, unless it carries a runtime-only tag: those
+/// are never a provider's (spec "Errors"), and the runtime passes this
+/// client's own verdicts (which travel the same reply channel) through,
+/// so a forged one is refused here as PROTOCOL.md says, naming `error`
+/// with the tag sent as `actual`. A `decode_*` verdict
+/// is the served side's strict decoder refusing a request, and stays.
+fn refuse_forged_tag(operation: Operation, e: RpcError) -> RpcError {
+    if e.code != code::SANDBOX_ERROR {
+        return e;
+    }
+    let forged = e
+        .data
+        .as_ref()
+        .and_then(|d| decode_value::<SandboxError>(WireType::Error, d).ok())
+        .filter(|err| {
+            err.is_runtime_only()
+                && !matches!(err, SandboxError::SandboxProtocolInvalid { operation, .. } if operation.is_decode())
+        });
+    match forged {
+        Some(err) => RpcError::sandbox(&SandboxError::protocol(
+            operation,
+            "error",
+            "error.data one of the eight tags a provider authors",
+            err.tag(),
+        )),
+        None => e,
     }
 }
 

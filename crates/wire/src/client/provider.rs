@@ -63,6 +63,14 @@ impl SandboxProvider for WireClient {
         self.envelope()
     }
 
+    /// The client judges the bytes its provider sends: its
+    /// `SandboxProtocolInvalid` errors (`line`, `error`, `decode_*`) are
+    /// its own verdicts, and a runtime-only tag the served provider writes
+    /// is refused here, naming `error` (see `conn::refuse_forged_tag`).
+    fn transport_verdicts(&self) -> bool {
+        true
+    }
+
     async fn provision(
         &self,
         request: SandboxProvisionRequest,
