@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use checkfu_sandbox_contained::{self as contained, WalkEntry};
-use checkfu_sandbox_contract::{FailureReason, Operation, SandboxError};
+use checkfu_sandbox_contract::{FailureReason, Operation, SandboxError, Timestamp};
 
 use super::sparse::{round_up, BLOCK};
 use super::{archive_dir, ArchiveError};
@@ -205,6 +205,32 @@ pub fn free_bytes(dir: &Path) -> io::Result<u64> {
         .f_bavail
         .saturating_mul(st.f_frsize)
         .saturating_sub(FREE_SPACE_RESERVE_BYTES))
+}
+
+/// The host bytes a snapshot written under `dir` may take: the ceiling
+/// ([`snapshot_ceiling_bytes`]) or the free space of `dir`'s file system
+/// less [`FREE_SPACE_RESERVE_BYTES`] ([`free_bytes`]), whichever is less.
+///
+/// # Errors
+///
+/// `invalid_request` for a malformed ceiling; `provider_error` when the
+/// file system cannot be queried.
+pub fn snapshot_budget(operation: Operation, dir: &Path) -> Result<u64, SandboxError> {
+    let ceiling = snapshot_ceiling_bytes(operation)?;
+    let free = free_bytes(dir)
+        .map_err(|e| provider_error(operation, format!("free space of {}: {e}", dir.display())))?;
+    Ok(ceiling.min(free))
+}
+
+/// The instant of `expires_at` on this host's monotonic clock, given that
+/// the injected clock says `now` (an instant already passed when
+/// `expires_at` is not after `now`).
+pub fn instant_of(now: Timestamp, expires_at: Timestamp) -> Instant {
+    let millis = expires_at
+        .unix_millis()
+        .saturating_sub(now.unix_millis())
+        .max(0);
+    Instant::now() + std::time::Duration::from_millis(millis as u64)
 }
 
 /// One host directory a snapshot archives.

@@ -23,8 +23,9 @@ mod sparse;
 mod tests;
 
 pub use budget::{
-    estimate_archive_bytes, free_bytes, snapshot_ceiling_bytes, write_archives, ArchiveJob,
-    ArchiveLimits, DEFAULT_SNAPSHOT_MAX_BYTES, FREE_SPACE_RESERVE_BYTES, SNAPSHOT_MAX_BYTES_ENV,
+    estimate_archive_bytes, free_bytes, instant_of, snapshot_budget, snapshot_ceiling_bytes,
+    write_archives, ArchiveJob, ArchiveLimits, DEFAULT_SNAPSHOT_MAX_BYTES,
+    FREE_SPACE_RESERVE_BYTES, SNAPSHOT_MAX_BYTES_ENV,
 };
 use budget::{stop_of, Bounded, Stop};
 
