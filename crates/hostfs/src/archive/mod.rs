@@ -2,10 +2,10 @@
 //! descriptor ([`checkfu_sandbox_contained::walk`]) and an extractor that
 //! never writes through a link.
 //!
-//! Both are sparse-aware ([`sparse`]): a file with holes is stored as its
+//! Both are sparse-aware: a file with holes is stored as its
 //! data segments only (the PAX 1.0 sparse format of GNU tar) and restored
 //! with the same holes, so an archive takes what the tree allocates, not
-//! its apparent size. Archives are bounded ([`budget`]): by entries, by
+//! its apparent size. Archives are bounded ([`write_archives`]): by entries, by
 //! host bytes (checked from what the tree allocates before the first byte
 //! is written, and again while writing) and by a deadline.
 
@@ -304,6 +304,10 @@ fn link_stays_inside(depth: usize, target: &Path) -> bool {
 /// written through a symlink: every parent is opened with
 /// `RESOLVE_NO_SYMLINKS`, files with `O_CREAT | O_EXCL | O_NOFOLLOW`. Mode
 /// bits are restored without set-uid/set-gid; owners are the caller's.
+/// A sparse entry (PAX 1.0) is restored with its holes: each data segment
+/// written at its offset, then the file's length set; a map out of order,
+/// overlapping, past the file's size or not matching the entry's size is
+/// refused, and so are old GNU sparse (`S`) entries.
 ///
 /// # Errors
 ///

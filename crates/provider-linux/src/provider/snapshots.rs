@@ -1,6 +1,7 @@
 //! Snapshots: archives of the writable root layer and of every host
 //! directory; clones are copies of the archives; resume unpacks them into
-//! a fresh instance.
+//! a fresh instance. Archives keep holes as holes and are bounded in
+//! host bytes and by the instance's expiry (hostfs's `write_archives`).
 //!
 //! Nothing of a workload runs between two commands (each command's PID
 //! namespace dies with it), so a snapshot taken between commands sees one
