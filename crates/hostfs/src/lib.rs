@@ -6,7 +6,8 @@
 //! * [`rootfs`]: the checked busybox and the deterministic root file
 //!   system tar of the offline fixture image;
 //! * [`archive`]: snapshot archives of host directories, written by
-//!   descriptor and extracted without ever writing through a link;
+//!   descriptor and extracted without ever writing through a link,
+//!   sparse-aware and bounded in host bytes and time;
 //! * [`leaves`]: the leaves of a host directory (files with size and
 //!   SHA-256, symlinks, special files, empty directories) for listDir and
 //!   listProjectDir;

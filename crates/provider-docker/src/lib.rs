@@ -50,8 +50,8 @@ pub use active_write::{ActiveWriteRecovery, ActiveWriteStep, StepHook};
 pub use bollard;
 pub use bollard::Docker;
 pub use checkfu_sandbox_hostfs::archive::{
-    archive_dir, extract_archive, extract_archive_keeping_links, ArchiveError, ArchiveSummary,
-    ExtractSummary,
+    archive_dir, extract_archive, extract_archive_keeping_links, ArchiveError, ArchiveLimits,
+    ArchiveSummary, ExtractSummary,
 };
 pub use checkfu_sandbox_hostfs::busybox::{locate_busybox, BusyboxError, BUSYBOX_PACKAGE};
 pub use provider::{

@@ -123,8 +123,12 @@ async fn binds_commit_archive_and_sweep() {
 
     // Snapshot archive of the output tree: links kept as links, FIFO skipped;
     // extraction refuses the escaping links.
-    let (tar_bytes, summary) =
-        checkfu_sandbox_docker::archive_dir(&outputs, 1000, Vec::new()).unwrap();
+    let (tar_bytes, summary) = checkfu_sandbox_docker::archive_dir(
+        &outputs,
+        &checkfu_sandbox_docker::ArchiveLimits::entries(1000),
+        Vec::new(),
+    )
+    .unwrap();
     assert_eq!(summary.skipped, vec![Path::new("fifo").to_path_buf()]);
     assert!(matches!(
         checkfu_sandbox_docker::extract_archive(tar_bytes.as_slice(), &restored),
@@ -133,7 +137,12 @@ async fn binds_commit_archive_and_sweep() {
     assert!(!restored.exists());
     std::fs::remove_file(outputs.join("escape")).unwrap();
     std::fs::remove_file(outputs.join("up")).unwrap();
-    let (tar_bytes, _) = checkfu_sandbox_docker::archive_dir(&outputs, 1000, Vec::new()).unwrap();
+    let (tar_bytes, _) = checkfu_sandbox_docker::archive_dir(
+        &outputs,
+        &checkfu_sandbox_docker::ArchiveLimits::entries(1000),
+        Vec::new(),
+    )
+    .unwrap();
     checkfu_sandbox_docker::extract_archive(tar_bytes.as_slice(), &restored).unwrap();
     assert_eq!(
         std::fs::read(restored.join("sub/rel")).unwrap(),

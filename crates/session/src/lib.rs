@@ -34,7 +34,7 @@ pub use error::SessionError;
 pub use outputs::{Changed, CopyReport, Skipped};
 pub use plan::{MountPlan, MountSource, RunPlan};
 pub use session::{
-    exit_status, host_platform, profile, run, signal_number, Event, Observer, RunOutcome,
-    DEFAULT_PIDS, EXIT_TIMED_OUT, EXPIRY_SLACK_SECONDS, PROGRESS_FROM_FILES,
-    SNAPSHOT_RETENTION_SECONDS,
+    exit_status, host_platform, profile, run, signal_number, snapshot_deadline, Event, Observer,
+    RunOutcome, DEFAULT_PIDS, EXIT_TIMED_OUT, EXPIRY_SLACK_SECONDS, PROGRESS_FROM_FILES,
+    SNAPSHOT_MIN_SECONDS, SNAPSHOT_RETENTION_SECONDS,
 };

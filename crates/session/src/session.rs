@@ -44,6 +44,21 @@ pub fn copy_deadline(
     run.max(tokio::time::Instant::now() + std::time::Duration::from_secs(OUTPUT_COPY_MIN_SECONDS))
 }
 
+/// Least time a durable run's snapshot (the release that settles it)
+/// gets, in seconds, even when the workload and the output copy used the
+/// run's whole timeout.
+pub const SNAPSHOT_MIN_SECONDS: u64 = 30;
+
+/// The durable snapshot's deadline: the run's deadline (the workload's
+/// start plus its timeout), but at least [`SNAPSHOT_MIN_SECONDS`] from now.
+pub fn snapshot_deadline(
+    workload_started: tokio::time::Instant,
+    timeout_seconds: u32,
+) -> tokio::time::Instant {
+    let run = workload_started + std::time::Duration::from_secs(u64::from(timeout_seconds));
+    run.max(tokio::time::Instant::now() + std::time::Duration::from_secs(SNAPSHOT_MIN_SECONDS))
+}
+
 /// Slack added to the workload's timeout for the instance's hard expiry,
 /// in seconds: staging, activation, output copy and release fit in it.
 pub const EXPIRY_SLACK_SECONDS: i64 = 60 * 60;
@@ -410,7 +425,21 @@ async fn flow(
             .clock()
             .now()
             .add_seconds(plan.snapshot_retention_seconds);
-        match adapter.release(&id, Some(expires)).await? {
+        let deadline = snapshot_deadline(workload_started, plan.command.timeout_seconds);
+        let released = tokio::time::timeout_at(deadline, adapter.release(&id, Some(expires)))
+            .await
+            .map_err(|_| {
+                SandboxError::failed(
+                    checkfu_sandbox_contract::provider::op::RELEASE,
+                    FailureReason::TimedOut,
+                    format!(
+                        "the snapshot did not settle by the run's deadline (timeout {} s, \
+at least {SNAPSHOT_MIN_SECONDS} s after the workload)",
+                        plan.command.timeout_seconds
+                    ),
+                )
+            })?;
+        match released? {
             ReleaseDisposition::Released { snapshot } => {
                 observer.event(Event::Snapshot(&snapshot));
                 Some(snapshot)

@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use checkfu_sandbox_contract::{
-    MountAccess, Resources, SandboxCommand, SandboxMount, SandboxProvider, SystemClock,
-};
+use checkfu_sandbox_contract::provider::ResolveImageMember;
+use checkfu_sandbox_contract::*;
 use checkfu_sandbox_memory::MemoryProvider;
 use checkfu_sandbox_session::{run, Event, MountPlan, MountSource, RunPlan, SessionError};
 use tokio_util::sync::CancellationToken;
@@ -294,4 +293,120 @@ async fn a_resumed_checkpoint_keeps_the_files_of_the_durable_run() {
             .destroy_snapshot(checkfu_sandbox_contract::DestroySnapshotRequest { snapshot_id: id })
             .await;
     }
+}
+
+/// The oracle, except that release takes `delay` before it starts.
+struct SlowRelease {
+    inner: MemoryProvider,
+    delay: Duration,
+}
+
+#[async_trait::async_trait]
+impl SandboxProvider for SlowRelease {
+    fn provider_id(&self) -> &str {
+        self.inner.provider_id()
+    }
+    fn capabilities(&self) -> SandboxProviderCapabilities {
+        self.inner.capabilities()
+    }
+    async fn provision(
+        &self,
+        r: SandboxProvisionRequest,
+    ) -> Result<Handoff<SandboxInstance>, SandboxError> {
+        self.inner.provision(r).await
+    }
+    async fn write_file(&self, r: WriteFileRequest) -> Result<(), SandboxError> {
+        self.inner.write_file(r).await
+    }
+    async fn activate(&self, r: ActivateRequest) -> Result<Handoff<SandboxInstance>, SandboxError> {
+        self.inner.activate(r).await
+    }
+    async fn execute(&self, r: ExecuteRequest) -> Result<SandboxCommandResult, SandboxError> {
+        self.inner.execute(r).await
+    }
+    async fn read_file(&self, r: ReadFileRequest) -> Result<SandboxFileContent, SandboxError> {
+        self.inner.read_file(r).await
+    }
+    async fn snapshot(&self, r: SnapshotRequest) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
+        self.inner.snapshot(r).await
+    }
+    async fn clone_snapshot(
+        &self,
+        r: CloneSnapshotRequest,
+    ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
+        self.inner.clone_snapshot(r).await
+    }
+    async fn release(
+        &self,
+        r: ReleaseRequest,
+    ) -> Result<Handoff<ReleaseDisposition>, SandboxError> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.release(r).await
+    }
+    async fn resume(&self, r: ResumeRequest) -> Result<Handoff<SandboxInstance>, SandboxError> {
+        self.inner.resume(r).await
+    }
+    async fn destroy(&self, r: DestroyRequest) -> Result<(), SandboxError> {
+        self.inner.destroy(r).await
+    }
+    async fn destroy_snapshot(&self, r: DestroySnapshotRequest) -> Result<(), SandboxError> {
+        self.inner.destroy_snapshot(r).await
+    }
+    async fn cleanup(&self, r: CleanupRequest) -> Result<CleanupResult, SandboxError> {
+        self.inner.cleanup(r).await
+    }
+    fn resolve_image(&self) -> Option<&dyn ResolveImageMember> {
+        self.inner.resolve_image()
+    }
+}
+
+/// The durable snapshot at the end of a run is bounded by the run's
+/// deadline (at least `SNAPSHOT_MIN_SECONDS` after the workload): past it
+/// the run fails with a typed timeout, the late snapshot is rolled back
+/// and the instance destroyed.
+#[tokio::test(start_paused = true)]
+async fn a_snapshot_past_the_runs_deadline_is_a_typed_timeout() {
+    use checkfu_sandbox_contract::{provider::op, FailureReason, SandboxFailure};
+    use checkfu_sandbox_session::SNAPSHOT_MIN_SECONDS;
+    let memory = MemoryProvider::with_system_clock();
+    let slow = SlowRelease {
+        inner: memory.clone(),
+        delay: Duration::from_secs(SNAPSHOT_MIN_SECONDS + 10),
+    };
+    let mut p = plan(&["true"]);
+    p.durable = true;
+    p.command.timeout_seconds = 1;
+    let started = tokio::time::Instant::now();
+    let err = run(
+        Arc::new(slow),
+        Arc::new(SystemClock),
+        &p,
+        &Log::default(),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    let SessionError::Sandbox(failure) = &err else {
+        panic!("{err:?}");
+    };
+    let first: Vec<_> = SandboxFailure::causes(failure).cloned().collect();
+    assert!(
+        matches!(
+            &first[0],
+            SandboxError::SandboxOperationFailed { operation, reason: FailureReason::TimedOut, .. }
+                if *operation == op::RELEASE
+        ),
+        "{err:?}"
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(SNAPSHOT_MIN_SECONDS)
+            && waited < Duration::from_secs(SNAPSHOT_MIN_SECONDS + 31),
+        "{waited:?}"
+    );
+    assert!(memory.live_instances().is_empty());
+    assert!(
+        memory.live_snapshots().is_empty(),
+        "the late snapshot is rolled back"
+    );
 }

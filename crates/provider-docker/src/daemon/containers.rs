@@ -184,6 +184,33 @@ pub async fn inspect_container(
     }
 }
 
+/// The apparent size in bytes of a container's writable layer (the
+/// daemon's `SizeRw`: file sizes as `stat` reports them, holes of sparse
+/// files included), which is what a commit writes into the image store.
+///
+/// # Errors
+///
+/// [`DaemonError::Docker`] for daemon failures (a missing container
+/// included); [`DaemonError::Unexpected`] when the daemon reports no size.
+pub async fn writable_layer_bytes(docker: &Docker, id: &str) -> Result<u64, DaemonError> {
+    let opts = bollard::query_parameters::InspectContainerOptionsBuilder::default()
+        .size(true)
+        .build();
+    let c = docker.inspect_container(id, Some(opts)).await?;
+    c.size_rw
+        .map(|n| n.max(0) as u64)
+        .ok_or_else(|| DaemonError::Unexpected(format!("no SizeRw for container {id}")))
+}
+
+/// The daemon's data root (`DockerRootDir`), where commits land.
+///
+/// # Errors
+///
+/// [`DaemonError::Docker`] for daemon failures.
+pub async fn data_root(docker: &Docker) -> Result<Option<String>, DaemonError> {
+    Ok(docker.info().await?.docker_root_dir)
+}
+
 /// Removes a container with force (killing it) and its anonymous volumes.
 /// Idempotent: a missing container is success, and a removal already in
 /// progress is waited for (bounded).

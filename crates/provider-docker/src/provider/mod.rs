@@ -40,7 +40,11 @@
 //!   or write outside that directory.
 //! * **Snapshots.** A snapshot is a commit of the container (taken while
 //!   it is paused) plus an uncompressed tar of every mount's host directory
-//!   and of the output tree, in `snapshots/<id>/`. A clone is a commit of a
+//!   and of the output tree, in `snapshots/<id>/`. The tars are
+//!   sparse-aware; a commit writes the writable layer densely, so the
+//!   layer's apparent size (`SizeRw`) is checked against the snapshot's
+//!   host-byte bound first and refused as `SandboxFileTooLarge{path: /}`
+//!   ([`checkfu_sandbox_hostfs::archive::write_archives`] bounds the tars). A clone is a commit of a
 //!   never-started container created from the source image (its own image
 //!   and labels) plus copies of the archives. Custody is `runner`: the
 //!   bytes live on this machine.

@@ -15,7 +15,8 @@ use super::{
 use crate::daemon;
 use crate::fixture::CHECKFU_UID;
 use crate::store::{self, ArchivedMount, Home, InstanceRecord, SnapshotRecord, RECORD_REVISION};
-use checkfu_sandbox_hostfs::archive;
+use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
+use checkfu_sandbox_hostfs::archive::{self, ArchiveJob};
 
 /// Most entries an archive of one host directory may hold.
 pub(super) const ARCHIVE_MAX_ENTRIES: usize = 1_000_000;
@@ -157,46 +158,65 @@ impl Inner {
         dir: &Path,
     ) -> Result<(), SandboxError> {
         let snapshot = &record.snapshot;
+        let container = Inner::container_of(rec);
+        // A commit writes the writable layer's files densely into the
+        // image store: its apparent size is bounded before anything is
+        // written, by the ceiling and the free space of the daemon's data
+        // root (when it is on this host).
+        let ceiling = archive::snapshot_ceiling_bytes(operation)?;
+        let layer = daemon::writable_layer_bytes(&self.docker, &container)
+            .await
+            .map_err(|e| daemon_error(operation, &e))?;
+        let root_free = match daemon::data_root(&self.docker).await {
+            Ok(Some(root)) => archive::free_bytes(Path::new(&root)).ok(),
+            _ => None,
+        };
+        let layer_limit = ceiling.min(root_free.unwrap_or(u64::MAX));
+        if layer > layer_limit {
+            return Err(SandboxError::SandboxFileTooLarge {
+                path: "/".to_owned(),
+                limit_bytes: layer_limit,
+                actual_bytes: layer,
+            });
+        }
         daemon::commit_container(
             &self.docker,
-            &Inner::container_of(rec),
+            &container,
             Some((SNAPSHOT_REPOSITORY, &snapshot.snapshot_id)),
             &self.snapshot_labels(snapshot),
         )
         .await
         .map_err(|e| daemon_error(operation, &e))?;
-        let mut jobs: Vec<(PathBuf, PathBuf)> = record
+        let mut jobs: Vec<ArchiveJob> = record
             .mounts
             .iter()
             .enumerate()
-            .map(|(i, m)| {
-                (
-                    self.layout.mount_dir(&rec.instance_id, i),
-                    dir.join(&m.archive),
-                )
+            .map(|(i, m)| ArchiveJob {
+                source: self.layout.mount_dir(&rec.instance_id, i),
+                archive: dir.join(&m.archive),
+                sandbox_path: m.path.clone(),
             })
             .collect();
-        jobs.push((
-            self.layout.outputs_dir(&rec.instance_id),
-            dir.join(&record.outputs_archive),
-        ));
-        blocking(op::SNAPSHOT, move || -> Result<(), String> {
-            for (src, dst) in jobs {
-                let file =
-                    std::fs::File::create(&dst).map_err(|e| format!("{}: {e}", dst.display()))?;
-                let (w, _summary) =
-                    archive::archive_dir(&src, ARCHIVE_MAX_ENTRIES, std::io::BufWriter::new(file))
-                        .map_err(|e| format!("archiving {}: {}", src.display(), chain(&e)))?;
-                let file = w
-                    .into_inner()
-                    .map_err(|e| format!("{}: {e}", dst.display()))?;
-                file.sync_all()
-                    .map_err(|e| format!("{}: {e}", dst.display()))?;
-            }
-            Ok(())
+        jobs.push(ArchiveJob {
+            source: self.layout.outputs_dir(&rec.instance_id),
+            archive: dir.join(&record.outputs_archive),
+            sandbox_path: OUTPUT_PATH.to_owned(),
+        });
+        // The archives share what the layer left of the ceiling, within
+        // the free space, and end by the instance's own expiry.
+        let max_bytes = archive::snapshot_budget(operation, dir)?.min(ceiling - layer);
+        let deadline = archive::instant_of(self.clock.now(), rec.request.expires_at);
+        blocking(operation, move || {
+            archive::write_archives(
+                operation,
+                &jobs,
+                ARCHIVE_MAX_ENTRIES,
+                max_bytes,
+                Some(deadline),
+            )
         })
-        .await?
-        .map_err(|m| provider_error(operation, m))
+        .await??;
+        Ok(())
     }
 
     pub(super) async fn clone_snapshot_into(

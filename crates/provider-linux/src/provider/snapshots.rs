@@ -1,6 +1,7 @@
 //! Snapshots: archives of the writable root layer and of every host
 //! directory; clones are copies of the archives; resume unpacks them into
-//! a fresh instance.
+//! a fresh instance. Archives keep holes as holes and are bounded in
+//! host bytes and by the instance's expiry (hostfs's `write_archives`).
 //!
 //! Nothing of a workload runs between two commands (each command's PID
 //! namespace dies with it), so a snapshot taken between commands sees one
@@ -21,7 +22,8 @@ use crate::store::RootLayout as _;
 use crate::store::{
     self, ArchivedMount, Home, InstanceRecord, RootMode, SnapshotRecord, RECORD_REVISION,
 };
-use checkfu_sandbox_hostfs::archive;
+use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
+use checkfu_sandbox_hostfs::archive::{self, ArchiveJob};
 use checkfu_sandbox_hostfs::rootfs::CHECKFU_UID;
 
 /// Most entries an archive of one host directory may hold.
@@ -129,45 +131,44 @@ impl Inner {
         record: &SnapshotRecord,
         dir: &Path,
     ) -> Result<(), SandboxError> {
-        let mut jobs: Vec<(PathBuf, PathBuf)> = record
+        let mut jobs: Vec<ArchiveJob> = record
             .mounts
             .iter()
             .enumerate()
-            .map(|(i, m)| {
-                (
-                    self.layout.mount_dir(&rec.instance_id, i),
-                    dir.join(&m.archive),
-                )
+            .map(|(i, m)| ArchiveJob {
+                source: self.layout.mount_dir(&rec.instance_id, i),
+                archive: dir.join(&m.archive),
+                sandbox_path: m.path.clone(),
             })
             .collect();
-        jobs.push((
-            self.layout.outputs_dir(&rec.instance_id),
-            dir.join(&record.outputs_archive),
-        ));
-        jobs.push((
-            match rec.root_mode {
+        jobs.push(ArchiveJob {
+            source: self.layout.outputs_dir(&rec.instance_id),
+            archive: dir.join(&record.outputs_archive),
+            sandbox_path: OUTPUT_PATH.to_owned(),
+        });
+        jobs.push(ArchiveJob {
+            source: match rec.root_mode {
                 RootMode::Overlay => self.layout.upper_dir(&rec.instance_id),
                 RootMode::Copy => self.layout.root_dir(&rec.instance_id),
             },
-            dir.join(&record.rootfs_archive),
-        ));
-        blocking(op::SNAPSHOT, move || -> Result<(), String> {
-            for (src, dst) in jobs {
-                let file =
-                    std::fs::File::create(&dst).map_err(|e| format!("{}: {e}", dst.display()))?;
-                let (w, _summary) =
-                    archive::archive_dir(&src, ARCHIVE_MAX_ENTRIES, std::io::BufWriter::new(file))
-                        .map_err(|e| format!("archiving {}: {}", src.display(), chain(&e)))?;
-                let file = w
-                    .into_inner()
-                    .map_err(|e| format!("{}: {e}", dst.display()))?;
-                file.sync_all()
-                    .map_err(|e| format!("{}: {e}", dst.display()))?;
-            }
-            Ok(())
+            archive: dir.join(&record.rootfs_archive),
+            sandbox_path: "/".to_owned(),
+        });
+        // Bounded in host bytes (a ceiling and the free space) and by the
+        // instance's own expiry.
+        let max_bytes = archive::snapshot_budget(operation, dir)?;
+        let deadline = archive::instant_of(self.clock.now(), rec.request.expires_at);
+        blocking(operation, move || {
+            archive::write_archives(
+                operation,
+                &jobs,
+                ARCHIVE_MAX_ENTRIES,
+                max_bytes,
+                Some(deadline),
+            )
         })
-        .await?
-        .map_err(|m| provider_error(operation, m))
+        .await??;
+        Ok(())
     }
 
     pub(super) async fn clone_snapshot_into(
