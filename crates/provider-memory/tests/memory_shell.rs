@@ -345,3 +345,36 @@ async fn an_endless_foreground_loop_runs_until_the_timeout() {
     assert_eq!(r.exit, ExitCause::TimedOut);
     assert_eq!(stdout(&r).len(), 2 * 60, "one line per second of 60");
 }
+
+#[tokio::test]
+async fn redirections_apply_left_to_right_and_input_is_read_once() {
+    let (p, _) = provider();
+    let id = active(&p, RetentionMode::EphemeralZdr).await;
+    // `2>&1 >file`: errors go where output went before, output to the file.
+    let r = sh(
+        &p,
+        &id,
+        "cat /nope 2>&1 >/tmp/o; echo out >/tmp/o 2>/dev/null; cat /tmp/o",
+    )
+    .await;
+    assert_eq!(
+        stdout(&r),
+        "cat: /nope: No such file or directory\nout\n",
+        "{}",
+        stderr(&r)
+    );
+    assert_eq!(stderr(&r), "");
+    // The shell's input goes to its first reader; `<` feeds one command.
+    let mut c = command(&["sh", "-c", "echo f > /tmp/f; cat < /tmp/f; cat; cat"]);
+    c.stdin_base64 = Some(Bytes(b"in\n".to_vec()));
+    let r = exec_cmd(&p, &id, c).await.unwrap();
+    assert_eq!(stdout(&r), "f\nin\n", "{}", stderr(&r));
+    // A file that is truncated keeps its mode; `>|` is `>`.
+    let r = sh(
+        &p,
+        &id,
+        "echo '#!/bin/sh' > /tmp/x; chmod 700 /tmp/x; echo '#!/bin/sh' >| /tmp/x; echo 'echo kept' >> /tmp/x; /tmp/x",
+    )
+    .await;
+    assert_eq!(stdout(&r), "kept\n", "{}", stderr(&r));
+}

@@ -155,7 +155,12 @@ impl<'s, 'a> Shell<'s, 'a> {
                 return Ok(Flow::Normal(2));
             }
         };
-        let saved_stdin = std::mem::replace(&mut self.exec.stdin, stdin);
+        let Some(stdin) = stdin else {
+            return self.redirected(stdout, stderr, |sh| sh.run_kind(&command.kind));
+        };
+        // `<file` is this command's input; the shell's own is kept for
+        // the commands after it.
+        let saved_stdin = self.exec.stdin.replace(stdin);
         let flow = self.redirected(stdout, stderr, |sh| sh.run_kind(&command.kind));
         self.exec.stdin = saved_stdin;
         flow
@@ -205,16 +210,17 @@ impl<'s, 'a> Shell<'s, 'a> {
         }
     }
 
-    /// Where standard output and error go and what standard input is,
-    /// after `redirects` from left to right; `Err` is the shell's message
-    /// for a redirection that cannot be made.
+    /// Where standard output and error go and the standard input a `<`
+    /// gives (`None`: the shell's own), after `redirects` from left to
+    /// right; `Err` is the shell's message for a redirection that cannot
+    /// be made.
     #[allow(clippy::type_complexity)] // one internal triple and a message
     fn redirections(
         &mut self,
         redirects: &[Redirect],
     ) -> Result<Result<(Dest, Dest, Option<Vec<u8>>), String>, Abort> {
         let mut fds = [Dest::Stdout, Dest::Stderr];
-        let mut stdin = self.exec.stdin.clone();
+        let mut stdin = None;
         for r in redirects {
             let target = match &r.op {
                 RedirectOp::Duplicate(m) => {
