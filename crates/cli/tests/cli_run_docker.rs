@@ -369,6 +369,9 @@ fn docker_resource_limits_reach_the_container() {
     env.finish();
 }
 
+/// Running the staged scripts is in `cli_workloads.rs`, on every
+/// provider; the bits as the sandbox sees them are checked here, where
+/// `stat` exists.
 #[test]
 fn docker_a_staged_tree_keeps_its_permission_bits() {
     use std::os::unix::fs::PermissionsExt as _;
@@ -383,19 +386,6 @@ fn docker_a_staged_tree_keeps_its_permission_bits() {
     let deep = write(&m, "a/b/tool.sh", b"#!/bin/sh\necho deep\n");
     std::fs::set_permissions(&deep, std::fs::Permissions::from_mode(0o700)).unwrap();
     let mount = format!("{}:/src", m.display());
-    let o = output(env.run(&["--mount", &mount, "--", "/src/run.sh"]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    assert_eq!(stdout(&o), "ran\n", "{}", describe(&o));
-    let o = output(env.run(&["--mount", &mount, "--", "/src/a/b/tool.sh"]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    assert_eq!(stdout(&o), "deep\n", "{}", describe(&o));
-    let o = output(env.run(&["--mount", &mount, "--", "/src/data.txt"]));
-    assert_eq!(
-        code(&o),
-        126,
-        "a 0644 file is not executable: {}",
-        describe(&o)
-    );
     let o = output(env.run(&[
         "--mount",
         &mount,
@@ -414,19 +404,6 @@ fn docker_a_staged_tree_keeps_its_permission_bits() {
         "{}",
         describe(&o)
     );
-    env.finish();
-}
-
-#[test]
-fn docker_a_missing_or_non_directory_workdir_could_not_be_executed() {
-    let Some(env) = docker("docker_workdir") else {
-        return;
-    };
-    for workdir in ["/no/such/dir", "/etc/passwd"] {
-        let o = output(env.run(&["--workdir", workdir, "--", "true"]));
-        assert_eq!(code(&o), 126, "--workdir {workdir}: {}", describe(&o));
-        assert!(stderr(&o).contains(workdir), "{}", describe(&o));
-    }
     env.finish();
 }
 
@@ -454,119 +431,5 @@ fn docker_sighup_destroys_the_instance_and_exits_129() {
         Vec::<String>::new(),
         "a container of the run is left"
     );
-    env.finish();
-}
-
-#[test]
-fn docker_a_file_still_being_written_does_not_abort_the_copy() {
-    let Some(env) = docker("docker_changing") else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("o");
-    let o = output(env.run(&[
-        "--outputs",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "cd /mnt/session/outputs; echo ok > a.txt; \
-         setsid sh -c 'while :; do echo x >> log.txt; done' </dev/null >/dev/null 2>&1 & sleep 1",
-    ]));
-    let err = stderr(&o);
-    assert!(!err.contains("SandboxProtocolInvalid"), "{}", describe(&o));
-    assert_eq!(
-        std::fs::read(out.join("a.txt")).unwrap(),
-        b"ok\n",
-        "{}",
-        describe(&o)
-    );
-    // Whether the writer appended between the listing and the read is up
-    // to the scheduler (the detection itself is tested deterministically in
-    // checkfu-sandbox-session's outputs tests). Either the changing file is
-    // named, or it was read exactly as listed: whole lines only.
-    if !err.contains("log.txt") {
-        let log = std::fs::read(out.join("log.txt")).unwrap_or_default();
-        assert!(
-            !log.is_empty() && log.chunks(2).all(|l| l == b"x\n"),
-            "log.txt was neither named nor copied as listed: {}",
-            describe(&o)
-        );
-    }
-    match code(&o) {
-        0 => assert!(out.join("log.txt").exists(), "{}", describe(&o)),
-        125 => assert!(err.contains("exited with status 0"), "{}", describe(&o)),
-        other => panic!("exit {other}: {}", describe(&o)),
-    }
-    env.finish();
-}
-
-#[test]
-fn docker_a_huge_sparse_output_is_skipped_without_reading_it() {
-    let Some(env) = docker("docker_sparse") else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("o");
-    let o = output(env.run(&[
-        "--timeout",
-        "5",
-        "--outputs",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "echo ok > /mnt/session/outputs/a.txt; \
-         dd if=/dev/zero of=/mnt/session/outputs/s bs=1 count=0 seek=24G",
-    ]));
-    assert_eq!(code(&o), 125, "{}", describe(&o));
-    let err = stderr(&o);
-    // The run's deadline bounds output copying: a listing that read the
-    // holes would still be hashing when the deadline abandons the copy.
-    assert!(!err.contains("deadline"), "{}", describe(&o));
-    assert_eq!(
-        std::fs::read(out.join("a.txt")).ok(),
-        Some(b"ok\n".to_vec()),
-        "{}",
-        describe(&o)
-    );
-    assert!(err.contains("/mnt/session/outputs/s"), "{}", describe(&o));
-    assert!(err.contains("exited with status 0"), "{}", describe(&o));
-    assert!(!out.join("s").exists(), "the huge file is not copied");
-    env.finish();
-}
-
-#[test]
-fn docker_a_name_that_is_not_utf8_is_copied_under_its_exact_bytes() {
-    use std::os::unix::ffi::OsStrExt;
-    let Some(env) = docker("docker_bytes_names") else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("o");
-    // The issue's input, exactly.
-    let o = output(env.run(&[
-        "--outputs",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "cd /mnt/session/outputs && echo good > good.txt && echo bad > \"$(printf \"bad-\\377\")\"",
-    ]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    assert!(
-        !stderr(&o).contains("SandboxProtocolInvalid"),
-        "{}",
-        describe(&o)
-    );
-    assert_eq!(std::fs::read(out.join("good.txt")).unwrap(), b"good\n");
-    let bad = out.join(std::ffi::OsStr::from_bytes(b"bad-\xff"));
-    assert_eq!(std::fs::read(&bad).unwrap(), b"bad\n", "{}", describe(&o));
-    let mut names: Vec<Vec<u8>> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().as_bytes().to_vec())
-        .collect();
-    names.sort();
-    assert_eq!(names, vec![b"bad-\xff".to_vec(), b"good.txt".to_vec()]);
     env.finish();
 }

@@ -370,52 +370,6 @@ fn an_output_that_cannot_be_written_is_named_and_the_rest_is_copied() {
     assert!(!victim.exists(), "the link was followed");
 }
 
-/// A host folder whose `run.sh` is 0755 and `data.txt` 0644.
-fn executable_folder(dir: &std::path::Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let run = write(dir, "run.sh", b"#!/bin/sh\necho ran\n");
-    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
-    write(dir, "data.txt", b"data\n");
-}
-
-#[test]
-fn a_staged_tree_keeps_its_permission_bits() {
-    let tmp = tempfile::tempdir().unwrap();
-    let m = tmp.path().join("m");
-    executable_folder(&m);
-    let mount = format!("{}:/src", m.display());
-    let o = output(run_memory(&["--mount", &mount, "--", "/src/run.sh"]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    assert_eq!(stdout(&o), "ran\n", "{}", describe(&o));
-    let o = output(run_memory(&["--mount", &mount, "--", "/src/data.txt"]));
-    assert_eq!(
-        code(&o),
-        126,
-        "a 0644 file is not executable: {}",
-        describe(&o)
-    );
-}
-
-#[test]
-fn a_missing_or_non_directory_workdir_could_not_be_executed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let m = tmp.path().join("m");
-    executable_folder(&m);
-    let mount = format!("{}:/src", m.display());
-    for workdir in ["/no/such/dir", "/src/data.txt"] {
-        let o = output(run_memory(&[
-            "--mount",
-            &mount,
-            "--workdir",
-            workdir,
-            "--",
-            "true",
-        ]));
-        assert_eq!(code(&o), 126, "--workdir {workdir}: {}", describe(&o));
-        assert!(stderr(&o).contains(workdir), "{}", describe(&o));
-    }
-}
-
 #[test]
 fn a_zero_timeout_and_a_relative_workdir_are_usage_errors() {
     let o = output(run_memory(&["--timeout", "0", "--", "true"]));

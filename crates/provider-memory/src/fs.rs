@@ -10,6 +10,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::script::Job;
+
+/// Most bytes one file stores, in bytes (64 MiB): a write that would
+/// store more is refused as `No space left on device`. Holes (see
+/// [`Fs::set_len`]) store nothing, so a file's apparent size is unbounded.
+pub(crate) const MAX_STORED_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// The most symlinks one resolution follows before it is a loop (Linux's
 /// `MAXSYMLINKS`).
 pub const MAX_LINK_HOPS: usize = 40;
@@ -121,12 +128,36 @@ pub(crate) fn basename(path: impl AsRef<[u8]>) -> Name {
     split(path).pop().unwrap_or_default()
 }
 
-/// One instance's tree.
+/// A regular file as a read finds it: its stored bytes and its apparent
+/// size (at least as large; the rest reads as zeros, like a hole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileView<'a> {
+    /// The bytes the tree stores.
+    pub(crate) stored: &'a [u8],
+    /// The file's size in bytes, holes included.
+    pub(crate) size_bytes: u64,
+}
+
+impl FileView<'_> {
+    /// The whole body, holes as zeros. Callers bound `size_bytes` first.
+    pub(crate) fn to_vec(self) -> Vec<u8> {
+        let mut bytes = self.stored.to_vec();
+        bytes.resize(usize::try_from(self.size_bytes).unwrap_or(usize::MAX), 0);
+        bytes
+    }
+}
+
+/// One instance's tree, and the background jobs writing into it
+/// (`crate::probe`'s shell; a snapshot's copy has none).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Fs {
     nodes: BTreeMap<Name, FsNode>,
     /// Permission bits of regular files that differ from `0o644`.
     modes: BTreeMap<Name, u32>,
+    /// Apparent sizes of regular files larger than their stored bytes.
+    sizes: BTreeMap<Name, u64>,
+    /// Background jobs that outlived the command that started them.
+    pub(crate) jobs: Vec<Job>,
 }
 
 impl Fs {
@@ -136,8 +167,119 @@ impl Fs {
         nodes.insert(b"/".to_vec(), FsNode::Directory);
         Fs {
             nodes,
-            modes: BTreeMap::new(),
+            ..Fs::default()
         }
+    }
+
+    /// A copy of the tree without its jobs: what a snapshot keeps.
+    pub(crate) fn without_jobs(&self) -> Fs {
+        Fs {
+            nodes: self.nodes.clone(),
+            modes: self.modes.clone(),
+            sizes: self.sizes.clone(),
+            jobs: Vec::new(),
+        }
+    }
+
+    /// The apparent size of the regular file at a physical path that
+    /// stores `stored_bytes`.
+    pub(crate) fn apparent_size(&self, path: impl AsRef<[u8]>, stored_bytes: usize) -> u64 {
+        let stored = stored_bytes as u64;
+        self.sizes
+            .get(&join(&split(path)))
+            .map_or(stored, |s| (*s).max(stored))
+    }
+
+    /// Truncates or extends the regular file at a physical path to `len`
+    /// bytes; an extension is a hole that stores nothing.
+    pub(crate) fn set_len(&mut self, path: impl AsRef<[u8]>, len: u64) {
+        let key = join(&split(path));
+        if let Some(FsNode::File(bytes)) = self.nodes.get_mut(&key) {
+            if len > bytes.len() as u64 {
+                self.sizes.insert(key, len);
+            } else {
+                bytes.truncate(len as usize);
+                self.sizes.remove(&key);
+            }
+        }
+    }
+
+    /// Writes `data` at byte `offset` of the regular file at a physical
+    /// path, growing it as needed. Zeros past the stored bytes stay a hole.
+    ///
+    /// # Errors
+    /// `No space left on device` when the file would store more than
+    /// [`MAX_STORED_FILE_BYTES`].
+    pub(crate) fn write_at(
+        &mut self,
+        path: impl AsRef<[u8]>,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), &'static str> {
+        if data.iter().all(|b| *b == 0) {
+            return self.write_zeros_at(path, offset, data.len() as u64);
+        }
+        let key = join(&split(path));
+        let end = offset.saturating_add(data.len() as u64);
+        if end > MAX_STORED_FILE_BYTES {
+            return Err("No space left on device");
+        }
+        let apparent = self.apparent_size(&key, 0);
+        if let Some(FsNode::File(bytes)) = self.nodes.get_mut(&key) {
+            let (start, end) = (offset as usize, end as usize);
+            if bytes.len() < end {
+                bytes.resize(end, 0);
+            }
+            bytes[start..end].copy_from_slice(data);
+            if apparent <= bytes.len() as u64 {
+                self.sizes.remove(&key);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `count` zero bytes at byte `offset` of the regular file at a
+    /// physical path: within its stored bytes they are stored, past them
+    /// they only move its apparent size.
+    pub(crate) fn write_zeros_at(
+        &mut self,
+        path: impl AsRef<[u8]>,
+        offset: u64,
+        count: u64,
+    ) -> Result<(), &'static str> {
+        let key = join(&split(path));
+        let apparent = self.apparent_size(&key, 0);
+        if let Some(FsNode::File(bytes)) = self.nodes.get_mut(&key) {
+            let stored = bytes.len() as u64;
+            let end = offset.saturating_add(count);
+            if offset < stored {
+                bytes[offset as usize..end.min(stored) as usize].fill(0);
+            }
+            let size = apparent.max(stored).max(end);
+            if size > stored {
+                self.sizes.insert(key, size);
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends to the regular file at a physical path (at its apparent
+    /// end). Writes to `/dev/null`, and to a file that is gone or no longer
+    /// regular, vanish.
+    ///
+    /// # Errors
+    /// As [`Fs::write_at`].
+    pub(crate) fn append(
+        &mut self,
+        path: impl AsRef<[u8]>,
+        data: &[u8],
+    ) -> Result<(), &'static str> {
+        let key = join(&split(path));
+        let end = match self.nodes.get(&key) {
+            Some(FsNode::File(bytes)) => self.apparent_size(&key, bytes.len()),
+            _ => return Ok(()),
+        };
+        self.write_at(&key, end, data)
     }
 
     /// The permission bits of the file at a physical path (`0o644` unless
@@ -173,6 +315,7 @@ impl Fs {
     pub(crate) fn insert(&mut self, path: impl AsRef<[u8]>, node: FsNode) {
         let key = join(&split(path));
         self.modes.remove(&key);
+        self.sizes.remove(&key);
         self.nodes.insert(key, node);
     }
 
@@ -193,9 +336,11 @@ impl Fs {
         let below: Vec<Name> = self.subtree_keys(&key).cloned().collect();
         for k in below {
             self.nodes.remove(&k);
+            self.sizes.remove(&k);
         }
         if key != b"/" {
             self.nodes.remove(&key);
+            self.sizes.remove(&key);
         }
     }
 
@@ -330,8 +475,8 @@ impl Fs {
         Ok(comps)
     }
 
-    /// Resolves `path` contained under `root` and returns the regular file's
-    /// bytes.
+    /// Resolves `path` contained under `root` and returns the regular file
+    /// as a [`FileView`].
     ///
     /// The path must be `root` or below it as text; resolution then starts
     /// at the physical root and refuses, as `outside_root`, any absolute
@@ -349,7 +494,7 @@ impl Fs {
         root: impl AsRef<[u8]>,
         path: impl AsRef<[u8]>,
         textual: bool,
-    ) -> Result<&Vec<u8>, ReadRefusal> {
+    ) -> Result<FileView<'_>, ReadRefusal> {
         let (root, path) = (root.as_ref(), path.as_ref());
         if !is_within(path, root) {
             return Err(ReadRefusal::OutsideRoot);
@@ -363,7 +508,10 @@ impl Fs {
             self.walk(root_comps, rel, true, Some(depth))
         };
         match walked {
-            Ok((_, Some(FsNode::File(bytes)))) => Ok(bytes),
+            Ok((comps, Some(FsNode::File(bytes)))) => Ok(FileView {
+                stored: bytes,
+                size_bytes: self.apparent_size(join(&comps), bytes.len()),
+            }),
             Ok((_, Some(_))) => Err(ReadRefusal::NotRegular),
             Ok((_, None)) => Err(ReadRefusal::NotFound),
             Err(WalkError::NotFound) | Err(WalkError::NotDirectory) => Err(ReadRefusal::NotFound),
@@ -459,7 +607,7 @@ mod tests {
             ("/data/sub/up/a.txt", b"inside"),
         ] {
             assert_eq!(
-                fs.read_contained("/data", p, false).map(|b| b.as_slice()),
+                fs.read_contained("/data", p, false).map(|b| b.stored),
                 Ok(want),
                 "{p}"
             );
@@ -502,12 +650,12 @@ mod tests {
         let fs = tree();
         assert_eq!(
             fs.read_contained("/data", "/data/abs", true)
-                .map(|b| b.as_slice()),
+                .map(|b| b.stored),
             Ok(&b"outside"[..])
         );
         assert_eq!(
             fs.read_contained("/data", "/data/rel_out", true)
-                .map(|b| b.as_slice()),
+                .map(|b| b.stored),
             Ok(&b"outside"[..])
         );
         // Text outside the root is still refused by the textual check.
@@ -546,5 +694,51 @@ mod tests {
         fs.remove_tree("/a");
         assert!(fs.get("/a/b").is_none() && fs.get("/a").is_none());
         assert!(fs.get("/a-c").is_some());
+    }
+
+    #[test]
+    fn a_hole_moves_the_size_and_stores_nothing() {
+        let mut fs = Fs::new();
+        fs.mkdir_all("/o");
+        fs.insert("/o/s", FsNode::File(b"ab".to_vec()));
+        fs.set_len("/o/s", 24 << 30);
+        assert_eq!(fs.get("/o/s"), Some(&FsNode::File(b"ab".to_vec())));
+        let view = fs.read_contained("/o", "/o/s", false).unwrap();
+        assert_eq!((view.stored, view.size_bytes), (&b"ab"[..], 24 << 30));
+        fs.set_len("/o/s", 5);
+        let view = fs.read_contained("/o", "/o/s", false).unwrap();
+        assert_eq!(view.to_vec(), b"ab\0\0\0");
+        fs.set_len("/o/s", 1);
+        assert_eq!(
+            fs.read_contained("/o", "/o/s", false).unwrap().to_vec(),
+            b"a"
+        );
+    }
+
+    #[test]
+    fn writes_past_the_stored_bytes_fill_or_keep_the_hole() {
+        let mut fs = Fs::new();
+        fs.mkdir_all("/o");
+        fs.insert("/o/f", FsNode::File(b"ab".to_vec()));
+        fs.write_zeros_at("/o/f", 10, 6).unwrap();
+        assert_eq!(fs.apparent_size("/o/f", 2), 16);
+        assert_eq!(fs.get("/o/f"), Some(&FsNode::File(b"ab".to_vec())));
+        fs.append("/o/f", b"z").unwrap();
+        let view = fs.read_contained("/o", "/o/f", false).unwrap();
+        assert_eq!(view.size_bytes, 17);
+        assert_eq!(view.to_vec(), [&b"ab"[..], &[0; 14], b"z"].concat());
+        fs.write_at("/o/f", 0, b"X").unwrap();
+        assert_eq!(
+            fs.read_contained("/o", "/o/f", false).unwrap().stored[0],
+            b'X'
+        );
+        assert_eq!(
+            fs.write_at("/o/f", MAX_STORED_FILE_BYTES, b"x"),
+            Err("No space left on device")
+        );
+        fs.append("/o/gone", b"x").unwrap();
+        assert_eq!(fs.get("/o/gone"), None);
+        fs.insert("/o/f", FsNode::File(vec![]));
+        assert_eq!(fs.apparent_size("/o/f", 0), 0, "a new node has no hole");
     }
 }

@@ -20,7 +20,17 @@
 //!   decided before existence, so a dangling link that points outside the
 //!   root is `outside_root`, while one that stays inside is `not_found`.
 //! - **Commands**: the probe vocabulary of DESIGN D15 plus `ln -s`,
-//!   `mkdir -p`, `rm`, `mkfifo`, `echo`, `tee`, `pwd` (see execute). **Time
+//!   `mkdir -p`, `rm`, `mkfifo`, `echo`, `tee`, `pwd`, `printf`, `dd`,
+//!   `chmod`, `setsid` (see execute), and `sh -c` over a small POSIX shell
+//!   subset: lists with `;` `&&` `||` `&`, `while` loops, redirections,
+//!   quoting, `$VAR` and `$(...)`; anything else answers `sh: syntax not
+//!   supported by the memory oracle` with exit status 2. A file may have a
+//!   **hole** (`dd ... seek=24G` stores nothing and lists 24 GiB). A
+//!   **background job** (`cmd &`) that outlives its command is kept with
+//!   the instance and advanced one loop iteration each time a member
+//!   observes the instance (execute, readFile, readFiles, listDir,
+//!   listProjectDir), so a workload can leave a file growing under the
+//!   output copy, deterministically. **Time
 //!   is virtual**: with a [`ManualClock`](checkfu_sandbox_contract::ManualClock)
 //!   `sleep N` advances the clock by N seconds without waiting; past
 //!   `timeout_seconds` the command settles `timed_out` with the clock moved by
@@ -79,6 +89,7 @@ mod fs;
 mod probe;
 mod process;
 mod provider;
+mod script;
 
 pub use fault::{faults, ActiveWriteFault, Fault, IdentityField};
 pub use fs::{FsNode, SpecialKind, MAX_LINK_HOPS};

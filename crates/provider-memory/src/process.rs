@@ -32,7 +32,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::watch;
 
 use crate::fs::basename;
-use crate::probe::parse_script;
+use crate::probe::leading_simple_words;
 
 /// Capacity of each simulated pipe, in bytes (Linux's default pipe size).
 pub const PIPE_CAPACITY_BYTES: usize = 65_536;
@@ -153,9 +153,7 @@ pub(crate) fn ignored_signals(request: &SandboxProcessRequest) -> Vec<ControlSig
     if basename(&request.executable) != b"sh" || args.len() != 2 || args[0] != "-c" {
         return Vec::new();
     }
-    let Some(statements) = parse_script(&args[1]) else {
-        return Vec::new();
-    };
+    let statements = leading_simple_words(&args[1]);
     let mut ignored = Vec::new();
     for words in statements {
         if words.len() < 3 || words[0] != "trap" || !words[1].is_empty() {

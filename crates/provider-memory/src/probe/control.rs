@@ -1,5 +1,6 @@
 //! Environment, time, shell, network and signal applets of the probe
-//! vocabulary: `env`, `sleep`, `sh -c`, `nc`, `kill`, `echo`.
+//! vocabulary: `env`, `sleep`, `sh -c` (the shell subset of [`super::shell`]),
+//! `nc`, `kill`, `echo`.
 
 use super::*;
 
@@ -67,41 +68,11 @@ impl Exec<'_> {
             }
             None => String::from_utf8_lossy(&self.stdin.take().unwrap_or_default()).into_owned(),
         };
-        let Some(statements) = parse_script(&script) else {
-            self.err("sh: syntax not supported by the memory oracle".into())?;
+        let Some(list) = parse::parse(&script) else {
+            self.err(shell::UNSUPPORTED.into())?;
             return Ok(2);
         };
-        let mut last = 0u8;
-        for words in statements {
-            if words[0] == "exit" {
-                return match words.get(1) {
-                    None => Ok(last),
-                    Some(n) => match n.parse::<i64>() {
-                        Ok(v) => Ok(v.rem_euclid(256) as u8),
-                        Err(_) => {
-                            self.err(format!("sh: exit: Illegal number: {n}"))?;
-                            Ok(2)
-                        }
-                    },
-                };
-            }
-            if words[0] == "trap" {
-                // `trap '' SIGNAL...` (ignore) is the one form interpreted:
-                // nothing here delivers a signal, so it only matters to an
-                // openProcess child (see `process::ignored_signals`).
-                if words.len() < 3 || !words[1].is_empty() {
-                    self.err(
-                        "sh: trap: only `trap '' SIGNAL...` is supported by the memory oracle"
-                            .into(),
-                    )?;
-                    return Ok(2);
-                }
-                last = 0;
-                continue;
-            }
-            last = self.run(&words)?;
-        }
-        Ok(last)
+        shell::Shell::new(self).script(&list)
     }
 
     pub(super) fn nc(&mut self, args: &[String]) -> Result<u8, Abort> {

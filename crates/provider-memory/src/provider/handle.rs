@@ -409,7 +409,7 @@ impl MemoryProvider {
             created_at: now,
             expires_at,
         };
-        let fs = record.fs.clone();
+        let fs = record.fs.without_jobs();
         snapshot.snapshot_id = st.snapshot_id();
         st.snapshots.insert(
             snapshot.snapshot_id.clone(),

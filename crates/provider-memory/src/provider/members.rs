@@ -3,6 +3,7 @@
 //! `active_write`).
 
 use super::*;
+use crate::fs::FileView;
 
 /// The oracle has no image store: a pinned reference is taken as is, and
 /// `name[:tag]` is pinned to the SHA-256 of its whole text, so the same
@@ -64,6 +65,7 @@ impl ReadFilesMember for Inner {
         let textual = self.has(Fault::TextualContainment);
         let over_budget = self.has(Fault::ReadFilesOverBudget);
         let mut st = self.lock();
+        self.observe(&mut st, &request.instance_id);
         let record = st.instance(&request.instance_id)?;
         let mut remaining = request.aggregate_maximum_bytes;
         let mut files = Vec::with_capacity(request.files.len());
@@ -74,8 +76,8 @@ impl ReadFilesMember for Inner {
                     .fs
                     .read_contained(&request.allowed_root, &entry.path, textual)
                 {
-                    Ok(bytes) => {
-                        let size = bytes.len() as u64;
+                    Ok(file) => {
+                        let size = file.size_bytes;
                         let limit = entry.maximum_bytes.min(remaining);
                         if size > limit && !over_budget {
                             ReadFileOutcome::TooLarge {
@@ -86,7 +88,7 @@ impl ReadFilesMember for Inner {
                             remaining = remaining.saturating_sub(size);
                             ReadFileOutcome::Read {
                                 path,
-                                content_base64: Bytes(bytes.clone()),
+                                content_base64: Bytes(file.to_vec()),
                             }
                         }
                     }
@@ -103,8 +105,19 @@ impl ReadFilesMember for Inner {
     }
 }
 
-fn sha256_digest(bytes: &[u8]) -> Digest {
-    Digest::from_sha256_bytes(Sha256::digest(bytes).into())
+/// The SHA-256 of a file's whole body, holes as zeros (streamed: a hole
+/// is never held in memory).
+fn sha256_of(file: &FileView<'_>) -> Digest {
+    let mut hasher = Sha256::new();
+    hasher.update(file.stored);
+    let zeros = [0u8; 65_536];
+    let mut left = file.size_bytes.saturating_sub(file.stored.len() as u64);
+    while left > 0 {
+        let take = left.min(zeros.len() as u64) as usize;
+        hasher.update(&zeros[..take]);
+        left -= take as u64;
+    }
+    Digest::from_sha256_bytes(hasher.finalize().into())
 }
 
 fn too_many(operation: Operation, found: usize, max: u32) -> SandboxError {
@@ -120,6 +133,7 @@ fn too_many(operation: Operation, found: usize, max: u32) -> SandboxError {
 impl ListDirMember for Inner {
     async fn list_dir(&self, request: ListDirRequest) -> Result<ListDirResult, SandboxError> {
         let mut st = self.lock();
+        self.observe(&mut st, &request.instance_id);
         let record = st.instance(&request.instance_id)?;
         record
             .fs
@@ -130,12 +144,19 @@ impl ListDirMember for Inner {
             .subtree(&request.root)
             .into_iter()
             .filter_map(|(path, node)| match node {
-                FsNode::File(b) => Some(DirEntry {
-                    path: path.clone().into(),
-                    size_bytes: b.len() as u64,
-                    // A body no member can return is not hashed.
-                    sha256: (b.len() as u64 <= MAX_FILE_BYTES).then(|| sha256_digest(b)),
-                }),
+                FsNode::File(b) => {
+                    let view = FileView {
+                        stored: b,
+                        size_bytes: record.fs.apparent_size(path, b.len()),
+                    };
+                    Some(DirEntry {
+                        path: path.clone().into(),
+                        size_bytes: view.size_bytes,
+                        // A body no member can return is not hashed
+                        // (decision 018); a hole over it is never read.
+                        sha256: (view.size_bytes <= MAX_FILE_BYTES).then(|| sha256_of(&view)),
+                    })
+                }
                 _ => None,
             })
             .collect();
@@ -154,6 +175,7 @@ impl ListProjectDirMember for Inner {
     ) -> Result<ListProjectDirResult, SandboxError> {
         let drop_special = self.has(Fault::ListProjectDirDropsSpecial);
         let mut st = self.lock();
+        self.observe(&mut st, &request.instance_id);
         let record = st.instance(&request.instance_id)?;
         record
             .fs
@@ -166,10 +188,16 @@ impl ListProjectDirMember for Inner {
             .filter_map(|(path, node)| {
                 let kind = match node {
                     FsNode::Directory => return None,
-                    FsNode::File(b) => ProjectEntryKind::Regular {
-                        size_bytes: b.len() as u64,
-                        sha256: sha256_digest(b),
-                    },
+                    FsNode::File(b) => {
+                        let view = FileView {
+                            stored: b,
+                            size_bytes: record.fs.apparent_size(path, b.len()),
+                        };
+                        ProjectEntryKind::Regular {
+                            size_bytes: view.size_bytes,
+                            sha256: sha256_of(&view),
+                        }
+                    }
                     FsNode::Symlink(t) => ProjectEntryKind::Symlink {
                         target: t.clone().into(),
                     },

@@ -17,7 +17,7 @@ use tokio_util::compat::TokioAsyncReadCompatExt;
 
 use crate::fault::{Fault, IdentityField};
 use crate::fs::{is_within, split, Fs, FsNode, ReadRefusal, SpecialKind, WalkError};
-use crate::probe::{base_environment, Abort, Exec, NetView, Sink};
+use crate::probe::{base_environment, step_jobs, Abort, Exec, NetView, Sink};
 use crate::process::{
     cat_redirect_target, ignored_signals, spawn_child, Appender, CatSource, ChildPipes, Control,
     Plan, ProcessShared, PIPE_CAPACITY_BYTES,
@@ -27,6 +27,7 @@ mod active_write;
 mod command;
 mod faults;
 mod handle;
+mod jobs;
 mod members;
 mod required;
 mod rollback;

@@ -198,6 +198,7 @@ impl SandboxProvider for MemoryProvider {
         let (outcome, stdout, stderr, elapsed) = {
             let mut guard = self.inner.lock();
             let st = &mut *guard;
+            self.inner.observe(st, &request.instance_id);
             let record = find(&mut st.instances, &request.instance_id)?;
             if record.state != InstanceState::Active {
                 return Err(SandboxError::conflict(op::EXECUTE, "active", record.state));
@@ -268,12 +269,13 @@ impl SandboxProvider for MemoryProvider {
     ) -> Result<SandboxFileContent, SandboxError> {
         let textual = self.inner.has(Fault::TextualContainment);
         let mut st = self.inner.lock();
+        self.inner.observe(&mut st, &request.instance_id);
         let record = st.instance(&request.instance_id)?;
-        let bytes = record
+        let file = record
             .fs
             .read_contained(&request.allowed_root, &request.path, textual)
             .map_err(|r| read_refusal(op::READ_FILE, r, &request.path))?;
-        let size = bytes.len() as u64;
+        let size = file.size_bytes;
         if size > request.maximum_bytes {
             return Err(SandboxError::SandboxFileTooLarge {
                 path: request.path.display(),
@@ -282,7 +284,7 @@ impl SandboxProvider for MemoryProvider {
             });
         }
         Ok(SandboxFileContent {
-            content_base64: Bytes(bytes.clone()),
+            content_base64: Bytes(file.to_vec()),
             path: request.path,
         })
     }
