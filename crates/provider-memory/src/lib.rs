@@ -84,6 +84,6 @@ pub use fault::{faults, ActiveWriteFault, Fault, IdentityField};
 pub use fs::{FsNode, SpecialKind, MAX_LINK_HOPS};
 pub use process::PIPE_CAPACITY_BYTES;
 pub use provider::{
-    MemoryProvider, MemoryProviderBuilder, MATERIALIZATION_REVISION, PACKAGE_RECORD_ROOT,
-    PROVIDER_ID, PROVIDER_REVISION,
+    MemoryProvider, MemoryProviderBuilder, IMAGE_ID_REPOSITORY, MATERIALIZATION_REVISION,
+    PACKAGE_RECORD_ROOT, PROVIDER_ID, PROVIDER_REVISION,
 };

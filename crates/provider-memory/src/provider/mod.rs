@@ -44,6 +44,11 @@ pub const PROVIDER_REVISION: &str = "memory-oracle/1";
 /// `materialization`.
 pub const MATERIALIZATION_REVISION: &str = "memory-materialization/1";
 
+/// The repository a bare image ID `sha256:<hex>` pins to
+/// (`checkfu-fixture@sha256:<hex>`): the fixture's, as the Docker provider
+/// names the fixture image's ID.
+pub const IMAGE_ID_REPOSITORY: &str = "checkfu-fixture";
+
 /// Internal safety cap on one buffered execute stream, in bytes (64 MiB),
 /// applied even if a caller passes an `output_limit_bytes` over the bound.
 const SINK_SAFETY_CAP_BYTES: u64 = 4 * MAX_OUTPUT_LIMIT_BYTES;
