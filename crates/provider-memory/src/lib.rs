@@ -76,12 +76,14 @@
 pub mod conformance;
 mod fault;
 mod fs;
+mod image;
 mod probe;
 mod process;
 mod provider;
 
 pub use fault::{faults, ActiveWriteFault, Fault, IdentityField};
 pub use fs::{FsNode, SpecialKind, MAX_LINK_HOPS};
+pub use image::INSTANCE_HOSTNAME;
 pub use process::PIPE_CAPACITY_BYTES;
 pub use provider::{
     MemoryProvider, MemoryProviderBuilder, IMAGE_ID_REPOSITORY, MATERIALIZATION_REVISION,

@@ -17,7 +17,8 @@ use tokio_util::compat::TokioAsyncReadCompatExt;
 
 use crate::fault::{Fault, IdentityField};
 use crate::fs::{is_within, split, Fs, FsNode, ReadRefusal, SpecialKind, WalkError};
-use crate::probe::{base_environment, Abort, Exec, NetView, Sink};
+use crate::image::base_environment;
+use crate::probe::{Abort, Exec, NetView, Sink};
 use crate::process::{
     cat_redirect_target, ignored_signals, spawn_child, Appender, CatSource, ChildPipes, Control,
     Plan, ProcessShared, PIPE_CAPACITY_BYTES,
