@@ -1,8 +1,12 @@
 //! `checkfu sandbox cleanup` flags and the memory oracle (Docker sweeps are
 //! exercised in `cli_run_docker.rs`, where a durable run leaves a snapshot
-//! to sweep).
+//! to sweep), and the sweep of the scope a SIGKILLed `checkfu sandbox test
+//! --provider docker` left: every object listed (by the dry run too) and
+//! counted.
 
 mod common;
+
+use std::collections::BTreeSet;
 
 use common::*;
 
@@ -44,6 +48,35 @@ fn docker_cleanup_dry_run_on_an_empty_scope() {
 /// Ids or names of the daemon's `kind` objects (`ps -a`, `images`,
 /// `network ls`) whose scope label starts with `prefix`.
 fn scoped(kind: &[&str], prefix: &str) -> Vec<String> {
+    if kind == ["images"] {
+        // `docker images --format` has no labels: inspect each image.
+        let o = output(std::process::Command::new("docker").args([
+            "images",
+            "-aq",
+            "--no-trunc",
+            "--filter",
+            "label=checkfu.sandbox.scope",
+        ]));
+        assert_eq!(code(&o), 0, "docker images: {}", describe(&o));
+        let ids: Vec<String> = stdout(&o).lines().map(str::to_owned).collect();
+        if ids.is_empty() {
+            return Vec::new();
+        }
+        let mut args = vec![
+            "image",
+            "inspect",
+            "--format",
+            "{{index .Config.Labels \"checkfu.sandbox.scope\"}} {{.ID}}",
+        ];
+        args.extend(ids.iter().map(String::as_str));
+        let o = output(std::process::Command::new("docker").args(&args));
+        // An image another test removed meanwhile is no leak of this one.
+        return stdout(&o)
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect();
+    }
     let mut args: Vec<&str> = kind.to_vec();
     args.extend(["--format", "{{.Label \"checkfu.sandbox.scope\"}} {{.ID}}"]);
     args.extend(["--filter", "label=checkfu.sandbox.scope"]);
@@ -54,6 +87,86 @@ fn scoped(kind: &[&str], prefix: &str) -> Vec<String> {
         .filter(|l| l.starts_with(prefix))
         .map(str::to_owned)
         .collect()
+}
+
+/// Every container of `scope`: its 12-hex id, its kind and its instance
+/// id label (`""` when none).
+fn scope_containers(scope: &str) -> Vec<(String, String, String)> {
+    let o = output(std::process::Command::new("docker").args([
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label=checkfu.sandbox.scope={scope}"),
+        "--format",
+        "{{.ID}} {{.Label \"checkfu.sandbox.kind\"}} {{.Label \"checkfu.sandbox.instance_id\"}}",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    stdout(&o)
+        .lines()
+        .map(|l| {
+            let mut w = l.split(' ').map(str::to_owned);
+            let id = w.next().unwrap_or_default();
+            (
+                id,
+                w.next().unwrap_or_default(),
+                w.next().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The counts a cleanup printed are the number of objects it listed.
+fn assert_counts_match(o: &std::process::Output, verb: &str, listed: &BTreeSet<String>) {
+    let of = |kind: &str| listed.iter().filter(|l| l.starts_with(kind)).count();
+    assert_eq!(
+        swept_count(o, verb, "instance"),
+        of("instance "),
+        "{}",
+        describe(o)
+    );
+    assert_eq!(
+        swept_count(o, verb, "snapshot"),
+        of("snapshot "),
+        "{}",
+        describe(o)
+    );
+    let support = listed.len() - of("instance ") - of("snapshot ");
+    assert_eq!(
+        swept_count(o, verb, "support object"),
+        support,
+        "{}",
+        describe(o)
+    );
+}
+
+/// Every container is listed: by its id, or (an instance's) by its
+/// instance id; warm-pool containers an instance claimed are that
+/// instance's, so at most one per listed instance goes unnamed.
+fn assert_accounts_for(containers: &[(String, String, String)], listed: &BTreeSet<String>) {
+    let named = |id: &str| {
+        listed
+            .iter()
+            .any(|l| l.starts_with(&format!("container {id} ")))
+    };
+    let instances = listed.iter().filter(|l| l.starts_with("instance ")).count();
+    let mut claimed = 0;
+    for (id, kind, instance) in containers {
+        if named(id) {
+            continue;
+        }
+        match kind.as_str() {
+            "instance" => assert!(
+                listed.contains(&format!("instance {instance}")),
+                "instance container {id} ({instance}) not listed: {listed:?}"
+            ),
+            "pool" => claimed += 1,
+            _ => panic!("container {id} ({kind}) not listed: {listed:?}"),
+        }
+    }
+    assert!(
+        claimed <= instances,
+        "{claimed} pool containers unnamed: {listed:?}"
+    );
 }
 
 #[test]
@@ -92,22 +205,43 @@ fn docker_cleanup_sweeps_the_scope_a_killed_conformance_run_left() {
             })
             .count()
     };
-    let o = output(env.checkfu().args([
-        "sandbox",
-        "cleanup",
-        "--provider",
-        "docker",
-        "--scope",
-        &scope,
-        "--older-than",
-        "0s",
-    ]));
+    // The default --older-than (1h): a conformance scope is swept whole
+    // all the same, and what the dry run lists is what is then removed.
+    let cleanup = |dry_run: bool| {
+        let mut c = env.checkfu();
+        c.args([
+            "sandbox",
+            "cleanup",
+            "--provider",
+            "docker",
+            "--scope",
+            &scope,
+        ]);
+        if dry_run {
+            c.arg("--dry-run");
+        }
+        output(c)
+    };
+    let containers = scope_containers(&scope);
+    let dry = cleanup(true);
+    assert_eq!(code(&dry), 0, "{}", describe(&dry));
+    let would = swept_objects(&dry, "would remove");
+    assert_counts_match(&dry, "would remove", &would);
+    assert_accounts_for(&containers, &would);
+    assert_eq!(
+        scope_containers(&scope).len(),
+        containers.len(),
+        "the dry run removed something"
+    );
+    let o = cleanup(false);
     assert_eq!(code(&o), 0, "{}", describe(&o));
     assert!(
         stderr(&o).contains(&format!("removed conformance scope {scope}")),
         "{}",
         describe(&o)
     );
+    assert_eq!(swept_objects(&o, "removed"), would, "{}", describe(&o));
+    assert_counts_match(&o, "removed", &would);
     assert_eq!(scoped(&["ps", "-a"], &prefix), Vec::<String>::new());
     assert_eq!(scoped(&["images"], &prefix), Vec::<String>::new());
     assert_eq!(scoped(&["network", "ls"], &prefix), Vec::<String>::new());
@@ -177,6 +311,7 @@ fn docker_cleanup_sweeps_a_killed_allowlist_egress_case() {
     let netns = std::fs::read_link(format!("/proc/{pid}/ns/net")).expect("netns");
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
+    let containers = scope_containers(&scope);
     let o = output(env.checkfu().args([
         "sandbox",
         "cleanup",
@@ -188,6 +323,16 @@ fn docker_cleanup_sweeps_a_killed_allowlist_egress_case() {
         "0s",
     ]));
     assert_eq!(code(&o), 0, "{}", describe(&o));
+    // The running instance is counted as an instance, beside the support
+    // objects.
+    let removed = swept_objects(&o, "removed");
+    assert!(
+        removed.iter().any(|l| l.starts_with("instance ")),
+        "{}",
+        describe(&o)
+    );
+    assert_counts_match(&o, "removed", &removed);
+    assert_accounts_for(&containers, &removed);
     assert_eq!(scoped(&["ps", "-a"], &prefix), Vec::<String>::new());
     assert_eq!(scoped(&["images"], &prefix), Vec::<String>::new());
     assert_eq!(scoped(&["network", "ls"], &prefix), Vec::<String>::new());

@@ -266,22 +266,73 @@ fn cleanup_sweeps_what_a_sigkilled_conformance_run_left() {
     // The killed run left its instance running.
     assert!(!processes_in_scope(&scope).is_empty());
     assert!(!scope_cgroups(&scope).is_empty());
-    let o = output(checkfu().args([
-        "sandbox",
-        "cleanup",
-        "--provider",
-        "linux",
-        "--scope",
-        &scope,
-        "--older-than",
-        "0s",
-    ]));
+    // The instances the run left, by their cgroup directories.
+    let live: Vec<String> = scope_cgroups(&scope)
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap().filter_map(Result::ok))
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|n| n.starts_with("i-"))
+        .collect();
+    assert!(!live.is_empty(), "no instance cgroup in {scope}");
+    // The default --older-than (1h): the scope is swept whole all the
+    // same, and the dry run lists what is then removed, each once.
+    let cleanup = |dry_run: bool| {
+        let mut c = checkfu();
+        c.args([
+            "sandbox",
+            "cleanup",
+            "--provider",
+            "linux",
+            "--scope",
+            &scope,
+        ]);
+        if dry_run {
+            c.arg("--dry-run");
+        }
+        output(c)
+    };
+    let dry = cleanup(true);
+    assert_eq!(code(&dry), 0, "{}", describe(&dry));
+    let would = swept_objects(&dry, "would remove");
+    assert_eq!(
+        stdout(&dry).lines().count(),
+        would.len(),
+        "listed twice: {}",
+        describe(&dry)
+    );
+    for id in &live {
+        assert!(
+            would.contains(&format!("instance {id}")),
+            "{id}: {}",
+            describe(&dry)
+        );
+    }
+    assert!(
+        would.contains(&format!("state directory {}", dir.display())),
+        "{}",
+        describe(&dry)
+    );
+    let counted = |o: &std::process::Output, verb: &str| {
+        swept_count(o, verb, "instance")
+            + swept_count(o, verb, "snapshot")
+            + swept_count(o, verb, "support object")
+    };
+    assert_eq!(
+        counted(&dry, "would remove"),
+        would.len(),
+        "{}",
+        describe(&dry)
+    );
+    assert!(dir.exists(), "the dry run removed the state directory");
+    let o = cleanup(false);
     assert_eq!(code(&o), 0, "{}", describe(&o));
     assert!(
         stderr(&o).contains(&format!("removed conformance scope {scope}")),
         "{}",
         describe(&o)
     );
+    assert_eq!(swept_objects(&o, "removed"), would, "{}", describe(&o));
+    assert_eq!(counted(&o, "removed"), would.len(), "{}", describe(&o));
     assert!(!dir.exists(), "state directory {} left", dir.display());
     assert_eq!(processes_in_scope(&scope), Vec::<String>::new());
     assert_eq!(scope_cgroups(&scope), Vec::<PathBuf>::new());

@@ -32,9 +32,12 @@ use checkfu_sandbox_conformance::{ConformanceTarget, Listener, LiveObjects, Targ
 use checkfu_sandbox_contract::*;
 
 use crate::egress::{EgressConfig, EgressSupport};
+
+mod scope;
 use crate::labels::{LABEL_KIND, LABEL_PROVIDER, LABEL_SCOPE};
 use crate::{daemon, fixture, testnet, DockerConfig, DockerProvider};
 use crate::{host_platform, PROVIDER_ID};
+pub use scope::{conformance_state_dirs, scope_support_objects};
 
 /// The port every listener container listens on (each has its own address).
 pub const LISTENER_PORT: u16 = 7000;

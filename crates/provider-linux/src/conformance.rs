@@ -253,6 +253,31 @@ pub async fn sweep_conformance_scope(provider: &LinuxProvider) -> Vec<String> {
     problems
 }
 
+/// The support objects of `provider`'s conformance scope that exist now,
+/// one line each, sorted: `link <name>` (the scope's allowlist bridge and
+/// host-end veths) and `state directory <path>` (a target's
+/// `checkfu-linux-<scope>-*`). Instances and snapshots are not listed:
+/// they are the provider's inventory, which the runtime's cleanup counts.
+///
+/// # Errors
+/// A line when the host's links cannot be listed.
+pub async fn scope_support_objects(provider: &LinuxProvider) -> Result<Vec<String>, String> {
+    let mut objects: Vec<String> = provider
+        .egress_links()
+        .await?
+        .into_iter()
+        .map(|l| format!("link {l}"))
+        .collect();
+    objects.extend(
+        conformance_state_dirs()
+            .into_iter()
+            .filter(|(scope, _)| scope == provider.scope())
+            .map(|(_, dir)| format!("state directory {}", dir.display())),
+    );
+    objects.sort();
+    Ok(objects)
+}
+
 /// The state directories conformance targets left in the temporary
 /// directory (`checkfu-linux-<scope>-<suffix>`), with their scopes: what a
 /// `checkfu sandbox test` killed before it could close its target leaves.

@@ -6,7 +6,12 @@
 //! against, and the CLI's embedded default. Everything is simulated:
 //!
 //! - **Filesystem**: one tree per instance with directories, regular files,
-//!   symlinks and special files ([`FsNode`], [`SpecialKind`]). Read-only
+//!   symlinks and special files ([`FsNode`], [`SpecialKind`]), starting
+//!   from the fixture image's layout (`/bin` with an applet link per
+//!   built-in, `/usr/bin/env`, `/etc/passwd`, `/etc/group`, `/home/checkfu`,
+//!   `/root`, `/tmp`, `/proc`, `/sys`, `/dev/null`, `/dev/zero`); commands
+//!   start from the fixture's environment (`PATH=/usr/local/bin:/usr/bin:/bin`,
+//!   `HOME=/home/checkfu`, `HOSTNAME=`[`INSTANCE_HOSTNAME`]). Read-only
 //!   mounts are sealed at activation (workload writes fail with `Read-only
 //!   file system`, writeFile with reason `read_only`). `/mnt/session/outputs`
 //!   and `/workspace/.checkfu` always exist.
@@ -86,6 +91,7 @@
 pub mod conformance;
 mod fault;
 mod fs;
+mod image;
 mod probe;
 mod process;
 mod provider;
@@ -93,8 +99,9 @@ mod script;
 
 pub use fault::{faults, ActiveWriteFault, Fault, IdentityField};
 pub use fs::{FsNode, SpecialKind, MAX_LINK_HOPS};
+pub use image::INSTANCE_HOSTNAME;
 pub use process::PIPE_CAPACITY_BYTES;
 pub use provider::{
-    MemoryProvider, MemoryProviderBuilder, MATERIALIZATION_REVISION, PACKAGE_RECORD_ROOT,
-    PROVIDER_ID, PROVIDER_REVISION,
+    MemoryProvider, MemoryProviderBuilder, IMAGE_ID_REPOSITORY, MATERIALIZATION_REVISION,
+    PACKAGE_RECORD_ROOT, PROVIDER_ID, PROVIDER_REVISION,
 };

@@ -238,6 +238,8 @@ async fn read_only_mounts_are_sealed_at_activation() {
 async fn write_file_stays_inside_its_mount() {
     let (p, _) = provider();
     let id = provision(&p, &request(RetentionMode::EphemeralZdr)).await;
+    let passwd = p.node(&id, "/etc/passwd");
+    assert!(matches!(passwd, Some(FsNode::File(_))), "{passwd:?}");
     p.plant(&id, "/data/rw/out", FsNode::Symlink("/etc".into()))
         .unwrap();
     let e = p
@@ -250,7 +252,11 @@ async fn write_file_stays_inside_its_mount() {
         .await
         .unwrap_err();
     assert_eq!(reason(&e), Some(FailureReason::OutsideRoot));
-    assert!(p.node(&id, "/etc/passwd").is_none());
+    assert_eq!(
+        p.node(&id, "/etc/passwd"),
+        passwd,
+        "the image's file is untouched"
+    );
     let e = p
         .write_file(WriteFileRequest {
             instance_id: id.clone(),

@@ -99,7 +99,10 @@ async fn stdin_feeds_cat_and_env_is_deterministic() {
     let r = exec_cmd(&p, &id, c).await.unwrap();
     assert_eq!(
         stdout(&r),
-        "HOME=/root\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nZED=1\n"
+        format!(
+            "HOME=/root\nHOSTNAME={}\nPATH=/usr/local/bin:/usr/bin:/bin\nZED=1\n",
+            checkfu_sandbox_memory::INSTANCE_HOSTNAME
+        )
     );
     let r = run(&p, &id, &["env", "A=b", "sh", "-c", "env"]).await;
     assert!(stdout(&r).starts_with("A=b\n"));
@@ -212,4 +215,25 @@ async fn relative_paths_use_the_working_directory() {
         stdout(&exec_cmd(&p, &id, c).await.unwrap()),
         "hello\nworld\n"
     );
+}
+
+/// Every link in `/bin` names a command the interpreter runs, as every
+/// applet link of the fixture's busybox does: none is `not found`.
+#[tokio::test]
+async fn every_program_in_bin_runs_a_built_in() {
+    let (p, _, id) = fixture().await;
+    let listing = run(&p, &id, &["ls", "/bin"]).await;
+    let names: Vec<String> = stdout(&listing).lines().map(str::to_owned).collect();
+    assert!(names.len() > 10, "{names:?}");
+    for name in names.iter().filter(|n| *n != "busybox") {
+        let path = format!("/bin/{name}");
+        let r = run(&p, &id, &[path.as_str()]).await;
+        assert!(
+            !stderr(&r).contains(&format!("{path}: not found")),
+            "{path}: {}",
+            stderr(&r)
+        );
+    }
+    let r = run(&p, &id, &["/bin/no-such-applet"]).await;
+    assert_eq!(r.exit, ExitCause::ExitCode(127), "{}", stderr(&r));
 }

@@ -315,3 +315,53 @@ async fn a_trapped_sigterm_is_ignored_until_sigkill() {
         ProcessExit::Signal(SignalName::Sigkill)
     );
 }
+
+/// The streaming commands (`cat`, `sleep`, `head -c`) start only where a
+/// launch would: a missing working directory or a path that is not in
+/// the tree gives the launch's answer, as every other command does.
+#[tokio::test]
+async fn streaming_commands_fail_to_launch_like_any_other() {
+    let (p, _) = provider();
+    let id = active_with(&p, &request(RetentionMode::EphemeralZdr), &[]).await;
+    let cases: Vec<(Vec<&str>, &str, ProcessExit)> = vec![
+        (vec!["cat"], "/no/such", ProcessExit::ExitCode(126)),
+        (
+            vec!["sleep", "1"],
+            "/etc/passwd",
+            ProcessExit::ExitCode(126),
+        ),
+        (vec!["/tmp/cat"], "/", ProcessExit::ExitCode(127)),
+        (
+            vec!["/tmp/head", "-c", "1"],
+            "/",
+            ProcessExit::ExitCode(127),
+        ),
+    ];
+    for (argv, workdir, exit) in cases {
+        let mut request = proc_request(&id, &argv);
+        request.working_directory = workdir.into();
+        let process = SandboxProvider::open_process(&p)
+            .unwrap()
+            .open_process(request)
+            .await
+            .unwrap();
+        let (mut err, mut out) = (vec![], vec![]);
+        process.error.compat().read_to_end(&mut err).await.unwrap();
+        process.output.compat().read_to_end(&mut out).await.unwrap();
+        let control = process.control;
+        assert_eq!(control.wait().await.unwrap(), exit, "{argv:?} in {workdir}");
+        assert!(
+            !err.is_empty(),
+            "{argv:?} in {workdir}: no reason on stderr"
+        );
+    }
+    // By its path in /bin, `cat` still streams until the half-close.
+    let process = open(&p, &id, &["/bin/cat"]).await.unwrap();
+    let mut input = process.input.compat_write();
+    input.write_all(b"piped").await.unwrap();
+    input.shutdown().await.unwrap();
+    drop(input);
+    let mut out = vec![];
+    process.output.compat().read_to_end(&mut out).await.unwrap();
+    assert_eq!(out, b"piped");
+}

@@ -12,9 +12,6 @@ use crate::Adapter;
 
 type Res<T> = Result<T, SandboxFailure>;
 
-/// The image name of a reference as given: the part before `@`, else
-/// before a trailing `:tag` (a `:` followed by no `/`, so a registry port
-/// stays in the name).
 /// The hex of a bare image ID `sha256:<64 lowercase hex>`.
 fn image_id_hex(reference: &str) -> Option<&str> {
     reference.strip_prefix("sha256:").filter(|h| {
@@ -24,6 +21,9 @@ fn image_id_hex(reference: &str) -> Option<&str> {
     })
 }
 
+/// The image name of a reference as given: the part before `@`, else
+/// before a trailing `:tag` (a `:` followed by no `/`, so a registry port
+/// stays in the name).
 fn name_of(reference: &str) -> &str {
     if let Some((name, _)) = reference.split_once('@') {
         return name;
@@ -35,10 +35,17 @@ fn name_of(reference: &str) -> &str {
 }
 
 impl Adapter {
-    /// resolveImage: pins `reference` (`name[:tag]` or
-    /// `name@sha256:<hex>`) through the provider's own image store.
+    /// resolveImage: pins `reference` (`name[:tag]`, `name@sha256:<hex>`
+    /// or a bare image ID `sha256:<hex>`) through the provider's own image
+    /// store. The answer must keep the input's name (`name[:tag]`), be the
+    /// input itself (`name@sha256:<hex>`), or carry the ID's own hex under
+    /// any name (`sha256:<hex>`).
     ///
     /// # Errors
+    /// `SandboxOperationFailed{operation: resolve_image, reason:
+    /// invalid_request, field: reference}` for a reference that starts
+    /// with `sha256:` but is not an image ID (64 lowercase hex), before the
+    /// provider is called (it would read as the name `sha256` with a tag);
     /// `SandboxCapabilityUnavailable{requirement: base_image}` when the
     /// member is absent and `reference` is not already pinned (a pinned
     /// reference is then returned as it is), or when the provider does not
@@ -50,6 +57,15 @@ impl Adapter {
     /// Cancel-safe: resolution allocates nothing; a dropped future drops
     /// the provider's call with it and leaves no state in the runtime.
     pub async fn resolve_image(&self, reference: &str) -> Res<ImageReference> {
+        if reference.starts_with("sha256:") && image_id_hex(reference).is_none() {
+            return Err(SandboxError::invalid_request(
+                op::RESOLVE_IMAGE,
+                "reference",
+                "an image ID sha256:<64 lowercase hex>",
+                reference,
+            )
+            .into());
+        }
         let Some(member) = self.provider().resolve_image() else {
             // A reference that is already pinned needs no resolution: the
             // provider checks at provision that it holds the image.

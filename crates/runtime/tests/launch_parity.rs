@@ -1,6 +1,8 @@
 //! Launch parity: one table of edge cases of execute (working directory,
 //! command lookup, permission bits staged from a host folder and from Git,
-//! the kernel's argument space, environment, signal exits) run through the
+//! the kernel's argument space, environment and the keys and `PATH` every
+//! command starts from, `HOSTNAME` against `hostname`, the image's top
+//! level, signal exits) run through the
 //! runtime on every provider, each row asserting the same outcome on each
 //! (decision 017); and a table of writeFile edge cases (a root itself, a
 //! late write into a mount) sent to each provider directly, past the
@@ -239,6 +241,8 @@ struct Row {
     stdout_lines: &'static [&'static str],
     /// Text stderr must contain (case-insensitive), when set.
     stderr_has: Option<&'static str>,
+    /// When set, stdout is `env` output and its keys must be exactly these.
+    env_keys: Option<&'static [&'static str]>,
 }
 
 fn argv(a: &[&str]) -> Vec<String> {
@@ -261,6 +265,7 @@ fn table() -> Vec<Row> {
         stdout: None,
         stdout_lines: &[],
         stderr_has: None,
+        env_keys: None,
     };
     vec![
         Row {
@@ -296,6 +301,23 @@ fn table() -> Vec<Row> {
             ..row("non-executable file", argv(&["/src/data.txt"]), 126)
         },
         row("directory as the command", argv(&["/src/deep"]), 126),
+        Row {
+            stderr_has: Some("permission denied"),
+            ..row("an image directory as the command", argv(&["/etc"]), 126)
+        },
+        row(
+            "a built-in's name at a path not in the tree",
+            argv(&["/tmp/cat"]),
+            127,
+        ),
+        Row {
+            stdout: Some("ok\n"),
+            ..row(
+                "an applet by its path in /bin",
+                argv(&["/bin/echo", "ok"]),
+                0,
+            )
+        },
         row("missing command", argv(&["no-such-command-xyz"]), 127),
         row("missing command by path", argv(&["/src/no-such"]), 127),
         Row {
@@ -307,6 +329,24 @@ fn table() -> Vec<Row> {
             workdir: "/src/data.txt",
             stderr_has: Some("not a directory"),
             ..row("working directory is a file", argv(&["true"]), 126)
+        },
+        Row {
+            workdir: "/etc/passwd",
+            stderr_has: Some("not a directory"),
+            ..row(
+                "working directory is a file of the image",
+                argv(&["true"]),
+                126,
+            )
+        },
+        Row {
+            workdir: "/etc/passwd/below",
+            stderr_has: Some("not a directory"),
+            ..row(
+                "working directory below a file of the image",
+                argv(&["true"]),
+                126,
+            )
         },
         Row {
             stdout: Some("/src/deep\n"),
@@ -328,6 +368,53 @@ fn table() -> Vec<Row> {
             ..row(
                 "environment: empty value, spaces and '='",
                 argv(&["env"]),
+                0,
+            )
+        },
+        Row {
+            stdout_lines: &["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/checkfu"],
+            env_keys: Some(&["HOME", "HOSTNAME", "PATH"]),
+            ..row(
+                "environment a command starts from: its keys and PATH",
+                argv(&["env"]),
+                0,
+            )
+        },
+        Row {
+            stdout_lines: &["PATH=/usr/local/bin:/usr/bin:/bin"],
+            env_keys: Some(&["HOME", "HOSTNAME", "PATH"]),
+            ..row("env by its path in /usr/bin", argv(&["/usr/bin/env"]), 0)
+        },
+        Row {
+            stdout_lines: &["HOSTNAME=other", "PATH=/x"],
+            env: &[("HOSTNAME", "other"), ("PATH", "/x")],
+            env_keys: Some(&["HOME", "HOSTNAME", "PATH"]),
+            ..row(
+                "the request's environment overrides the base",
+                argv(&["/usr/bin/env"]),
+                0,
+            )
+        },
+        Row {
+            stdout: Some(
+                "bin\ndev\netc\ngit\nhome\nmnt\nproc\nroot\nsrc\nsys\ntmp\nusr\nworkspace\n",
+            ),
+            ..row("the image's top level", argv(&["ls", "/"]), 0)
+        },
+        Row {
+            stdout: Some("checkfu\n"),
+            ..row("the image's /home", argv(&["ls", "/home"]), 0)
+        },
+        Row {
+            stdout: Some(
+                "root:x:0:0:root:/root:/bin/sh\n\
+checkfu:x:1000:1000:checkfu:/home/checkfu:/bin/sh\n\
+nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n\
+root:x:0:\ncheckfu:x:1000:\nnogroup:x:65534:\n",
+            ),
+            ..row(
+                "the image's users and groups",
+                argv(&["cat", "/etc/passwd", "/etc/group"]),
                 0,
             )
         },
@@ -448,6 +535,37 @@ async fn run_write_rows(
     }
 }
 
+/// The `HOSTNAME` a command starts with is the name `hostname` prints
+/// in the same instance (each provider names its instances its own way).
+async fn hostname_is_the_instances(adapter: &Adapter, id: &str) -> Result<(), String> {
+    let run = |argv: &[&str]| SandboxCommand {
+        executable: argv[0].into(),
+        arguments: argv[1..].iter().map(|a| a.to_string()).collect(),
+        working_directory: "/".into(),
+        environment: BTreeMap::new(),
+        stdin_base64: None,
+        timeout_seconds: 60,
+        output_limit_bytes: 1 << 20,
+    };
+    let mut out = Vec::new();
+    for argv in [&["env"][..], &["hostname"][..]] {
+        let r = adapter
+            .execute(id, run(argv))
+            .await
+            .map_err(|e| format!("{argv:?}: {e}"))?;
+        if r.exit != ExitCause::ExitCode(0) {
+            return Err(format!("{argv:?} exited {:?}", r.exit));
+        }
+        out.push(String::from_utf8_lossy(&r.stdout_base64.0).into_owned());
+    }
+    let printed = out[1].trim_end_matches('\n');
+    let named = out[0].lines().find_map(|l| l.strip_prefix("HOSTNAME="));
+    if printed.is_empty() || named != Some(printed) {
+        return Err(format!("HOSTNAME {named:?}, hostname prints {printed:?}"));
+    }
+    Ok(())
+}
+
 async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head: &str) {
     let adapter = &target.adapter;
     let request = SandboxProvisionRequest {
@@ -554,9 +672,26 @@ async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head
                 ));
             }
         }
+        if let Some(keys) = row.env_keys {
+            let got: Vec<&str> = stdout
+                .lines()
+                .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            if got != keys {
+                failures.push(format!(
+                    "{name}: {}: environment keys {got:?}, expected {keys:?}",
+                    row.name
+                ));
+            }
+        }
         if (row.exit == 126 || row.exit == 127) && stderr.trim().is_empty() {
             failures.push(format!("{name}: {}: no reason on stderr", row.name));
         }
+    }
+    if let Err(why) = hostname_is_the_instances(adapter, &id).await {
+        failures.push(format!("{name}: HOSTNAME: {why}"));
     }
     adapter.destroy(&id).await.expect("destroy");
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -188,6 +188,69 @@ async fn an_image_id_pins_to_any_name_with_its_own_digest_only() {
 }
 
 #[tokio::test]
+async fn the_memory_oracle_pins_every_accepted_form() {
+    let (_, _, adapter) = memory();
+    // A bare image ID keeps its own hex, under the fixture's repository.
+    let pinned = adapter
+        .resolve_image(&format!("sha256:{HEX}"))
+        .await
+        .unwrap();
+    assert_eq!(pinned.as_str(), format!("checkfu-fixture@sha256:{HEX}"));
+    // A registry port stays in the name; the tag is the part after it.
+    let pinned = adapter.resolve_image("host:5000/demo:1").await.unwrap();
+    assert_eq!(pinned.name(), "host:5000/demo");
+    let pinned = adapter.resolve_image("host:5000/demo").await.unwrap();
+    assert_eq!(pinned.name(), "host:5000/demo");
+}
+
+#[tokio::test]
+async fn the_memory_oracle_refuses_a_malformed_reference_as_unavailable() {
+    let (_, _, adapter) = memory();
+    for input in ["", "a b", "demo@sha256:abc", "Demo:1", ":1"] {
+        let f = adapter.resolve_image(input).await.unwrap_err();
+        assert!(
+            matches!(
+                &f.causes().collect::<Vec<_>>()[..],
+                [SandboxError::SandboxCapabilityUnavailable {
+                    requirement: Requirement::BaseImage,
+                    detail,
+                }] if detail.contains(&format!("{input:?}"))
+            ),
+            "{input:?}: {f}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_image_id_is_refused_before_the_provider_answers() {
+    // The provider would answer a name `sha256` with a tag; the runtime
+    // refuses the input itself, naming the field and both values.
+    let adapter = answering(Some(&format!("sha256@sha256:{HEX}")), None);
+    for input in ["sha256:abc", &format!("sha256:{}", HEX.to_uppercase())] {
+        let f = adapter.resolve_image(input).await.unwrap_err();
+        match &f.causes().collect::<Vec<_>>()[..] {
+            [SandboxError::SandboxOperationFailed {
+                operation,
+                reason: FailureReason::InvalidRequest,
+                field,
+                expected,
+                actual,
+                ..
+            }] => {
+                assert_eq!(*operation, op::RESOLVE_IMAGE);
+                assert_eq!(field.as_deref(), Some("reference"));
+                assert!(expected
+                    .as_deref()
+                    .unwrap()
+                    .contains("sha256:<64 lowercase hex>"));
+                assert_eq!(actual.as_deref(), Some(input));
+            }
+            other => panic!("{input}: expected invalid_request, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
 async fn without_the_member_an_image_is_unavailable() {
     let adapter = answering(None, None);
     let f = adapter.resolve_image("demo:1").await.unwrap_err();

@@ -90,9 +90,21 @@ pub fn open_linux(scope: &str, state_dir: PathBuf) -> Result<LinuxProvider, Fail
 /// # Errors
 /// As [`open`].
 pub async fn open_docker_scope(scope: &str) -> Result<DockerProvider, Failure> {
+    open_docker_scope_at(scope, state_dir()).await
+}
+
+/// Connects to the Docker daemon as the provider of `scope` over
+/// `state_dir` (a conformance target's own, for its records).
+///
+/// # Errors
+/// As [`open`].
+pub async fn open_docker_scope_at(
+    scope: &str,
+    state_dir: PathBuf,
+) -> Result<DockerProvider, Failure> {
     DockerProvider::connect(DockerConfig {
         pool_size: 0,
-        ..DockerConfig::new(state_dir(), scope, clock())
+        ..DockerConfig::new(state_dir, scope, clock())
     })
     .await
     .map_err(|e| connect_failure(&e))

@@ -1,6 +1,7 @@
 //! `checkfu sandbox cleanup`: sweeps the orphans of the CLI's scope through
 //! the runtime's cleanup.
 
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use checkfu_sandbox_runtime::SandboxRuntime;
@@ -37,8 +38,10 @@ Examples:
 --scope NAME (repeatable) sweeps those scopes instead of the CLI's; --all-scopes every scope a \
 checkfu.sandbox.scope label names at the daemon. A conformance scope (conf-*) belongs to a \
 `checkfu sandbox test` run, whose own teardown removes it; when its process died first, the \
-scope is swept whole: every instance, snapshot, listener container, image and its network, \
-whatever --older-than says (--dry-run lists its instances and snapshots).
+scope is swept whole, whatever --older-than says: every instance and snapshot (counted by the \
+runtime's cleanup, listed by its dry run) and then every support object (Docker: listener and \
+warm-pool containers, images, its network; Linux: allowlist links; both: the target's state \
+directory), each listed as `removed <object>` (`would remove` with --dry-run) and counted.
 
 Exit status: 0; 2 for a malformed duration; 125 when the provider failed; 141 when stdout was \
 closed early (as a SIGPIPE death)."
@@ -134,6 +137,18 @@ pub fn run(args: CleanupArgs) -> ExitCode {
     })
 }
 
+/// How far back one sweep reaches.
+#[derive(Debug, Clone, Copy)]
+enum Reach<'a> {
+    /// Objects created before now minus `--older-than` (and the expired).
+    OlderThan,
+    /// Every object of this conformance scope, whatever its age: the scope
+    /// belongs to a `checkfu sandbox test` whose process died first.
+    WholeScope(&'a str),
+}
+
+type Printed = Result<Result<(), StdoutGone>, Failure>;
+
 /// Sweeps (or lists) every scope asked for and prints; the inner result
 /// is stdout's.
 async fn sweep(
@@ -141,9 +156,16 @@ async fn sweep(
     choice: &ProviderChoice,
     provider: std::sync::Arc<dyn checkfu_sandbox_contract::SandboxProvider>,
     enrollment: Option<&checkfu_sandbox_runtime::Enrollment>,
-) -> Result<Result<(), StdoutGone>, Failure> {
+) -> Printed {
     if args.scopes.is_empty() && !args.all_scopes {
-        return sweep_provider(args, provider, enrollment).await;
+        return sweep_provider(
+            args,
+            provider,
+            enrollment,
+            Reach::OlderThan,
+            &mut BTreeSet::new(),
+        )
+        .await;
     }
     if matches!(choice, ProviderChoice::Builtin(ProviderArg::Linux)) {
         return sweep_linux_scopes(args).await;
@@ -154,9 +176,10 @@ async fn sweep(
 --provider linux",
         ));
     }
+    use checkfu_sandbox_docker::conformance as conf;
     let scopes: Vec<String> = if args.all_scopes {
         let probe = super::backend::open_docker_scope(&super::backend::scope()).await?;
-        checkfu_sandbox_docker::conformance::labelled_scopes(probe.docker())
+        conf::labelled_scopes(probe.docker())
             .await
             .map_err(Failure::checkfu)?
             .into_iter()
@@ -165,36 +188,100 @@ async fn sweep(
         args.scopes.clone()
     };
     for scope in scopes {
-        let provider = super::backend::open_docker_scope(&scope).await?;
-        let conformance =
-            scope.starts_with(checkfu_sandbox_docker::conformance::CONFORMANCE_SCOPE_PREFIX);
-        if let Err(gone) = sweep_provider(args, std::sync::Arc::new(provider.clone()), None).await?
-        {
+        if !scope.starts_with(conf::CONFORMANCE_SCOPE_PREFIX) {
+            let provider = super::backend::open_docker_scope(&scope).await?;
+            let arc = std::sync::Arc::new(provider);
+            let mut seen = BTreeSet::new();
+            if let Err(gone) = sweep_provider(args, arc, None, Reach::OlderThan, &mut seen).await? {
+                return Ok(Err(gone));
+            }
+            continue;
+        }
+        // The target kept its records in a state directory of its own.
+        let state = conf::conformance_state_dirs(&scope)
+            .into_iter()
+            .next()
+            .unwrap_or_else(super::backend::state_dir);
+        let provider = super::backend::open_docker_scope_at(&scope, state).await?;
+        let before = conf::scope_support_objects(&provider)
+            .await
+            .map_err(|e| Failure::checkfu(format!("conformance scope {scope}: {e}")))?;
+        let arc = std::sync::Arc::new(provider.clone());
+        let reach = Reach::WholeScope(&scope);
+        if let Err(gone) = sweep_provider(args, arc, None, reach, &mut BTreeSet::new()).await? {
             return Ok(Err(gone));
         }
-        if conformance && !args.dry_run {
-            let problems =
-                checkfu_sandbox_docker::conformance::sweep_conformance_scope(&provider).await;
-            if !problems.is_empty() {
-                return Err(Failure::checkfu(format!(
-                    "conformance scope {scope}: {}",
-                    problems.join("; ")
-                )));
+        if args.dry_run {
+            if let Err(gone) = print_support(&scope, "would remove", &before) {
+                return Ok(Err(gone));
             }
-            eprintln!(
-                "checkfu: removed conformance scope {scope} (its support objects and network)"
-            );
+            continue;
+        }
+        let problems = conf::sweep_conformance_scope(&provider).await;
+        let after = conf::scope_support_objects(&provider)
+            .await
+            .map_err(|e| Failure::checkfu(format!("conformance scope {scope}: {e}")))?;
+        let removed: Vec<String> = before.into_iter().filter(|o| !after.contains(o)).collect();
+        if let Err(gone) = print_support(&scope, "removed", &removed) {
+            return Ok(Err(gone));
+        }
+        if !problems.is_empty() {
+            return Err(Failure::checkfu(format!(
+                "conformance scope {scope}: {}",
+                problems.join("; ")
+            )));
         }
     }
     Ok(Ok(()))
 }
 
+/// Prints a conformance scope's support objects (`verb object` lines)
+/// and their count by kind.
+fn print_support(scope: &str, verb: &str, objects: &[String]) -> Result<(), StdoutGone> {
+    let listing: String = objects.iter().map(|o| format!("{verb} {o}\n")).collect();
+    super::out::print(&listing)?;
+    let mut kinds: Vec<(String, usize)> = Vec::new();
+    for o in objects {
+        let kind = ["container", "image", "network", "link", "state directory"]
+            .into_iter()
+            .find(|k| o.starts_with(&format!("{k} ")))
+            .unwrap_or("object");
+        match kinds.iter_mut().find(|(k, _)| k == kind) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((kind.to_owned(), 1)),
+        }
+    }
+    let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}(s)")).collect();
+    let by_kind = if by_kind.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", by_kind.join(", "))
+    };
+    if verb == "removed" {
+        eprintln!(
+            "checkfu: removed conformance scope {scope} ({} support object(s){by_kind})",
+            objects.len()
+        );
+    } else {
+        eprintln!(
+            "checkfu: {verb} {} support object(s) of conformance scope {scope}{by_kind}",
+            objects.len()
+        );
+    }
+    Ok(())
+}
+
 /// `--scope`/`--all-scopes` for the Linux provider: the CLI's state
 /// directory under each scope asked for, and every state directory a
 /// conformance target of such a scope left in the temporary directory
-/// (swept, then removed).
-async fn sweep_linux_scopes(args: &CleanupArgs) -> Result<Result<(), StdoutGone>, Failure> {
-    use checkfu_sandbox_linux::conformance::{conformance_state_dirs, sweep_conformance_scope};
+/// (swept first: it holds the records, then removed). A conformance scope
+/// is swept whole, and an instance both directories see (its cgroup is the
+/// scope's) is listed and counted once.
+async fn sweep_linux_scopes(args: &CleanupArgs) -> Printed {
+    use checkfu_sandbox_linux::conformance::{
+        conformance_state_dirs, scope_support_objects, sweep_conformance_scope,
+        CONFORMANCE_SCOPE_PREFIX,
+    };
     let left = conformance_state_dirs();
     let mut scopes: Vec<String> = if args.all_scopes {
         let mut all: Vec<String> = left.iter().map(|(s, _)| s.clone()).collect();
@@ -206,43 +293,77 @@ async fn sweep_linux_scopes(args: &CleanupArgs) -> Result<Result<(), StdoutGone>
     scopes.sort();
     scopes.dedup();
     for scope in scopes {
-        let mut dirs = vec![(super::backend::linux_state_dir(), false)];
-        dirs.extend(
-            left.iter()
-                .filter(|(s, _)| *s == scope)
-                .map(|(_, d)| (d.clone(), true)),
-        );
-        for (dir, conformance) in dirs {
-            let provider = super::backend::open_linux(&scope, dir.clone())?;
-            if let Err(gone) =
-                sweep_provider(args, std::sync::Arc::new(provider.clone()), None).await?
-            {
+        let conformance = scope.starts_with(CONFORMANCE_SCOPE_PREFIX);
+        let mut dirs: Vec<(std::path::PathBuf, bool)> = left
+            .iter()
+            .filter(|(s, _)| *s == scope)
+            .map(|(_, d)| (d.clone(), true))
+            .collect();
+        dirs.push((super::backend::linux_state_dir(), false));
+        let reach = if conformance {
+            Reach::WholeScope(&scope)
+        } else {
+            Reach::OlderThan
+        };
+        let support = |dir: std::path::PathBuf| {
+            let scope = scope.clone();
+            async move {
+                let provider = super::backend::open_linux(&scope, dir)?;
+                scope_support_objects(&provider)
+                    .await
+                    .map_err(|e| Failure::checkfu(format!("conformance scope {scope}: {e}")))
+            }
+        };
+        let before = if conformance {
+            support(super::backend::linux_state_dir()).await?
+        } else {
+            Vec::new()
+        };
+        let mut seen = BTreeSet::new();
+        let mut problems = Vec::new();
+        for (dir, of_target) in dirs {
+            let provider = super::backend::open_linux(&scope, dir)?;
+            let arc = std::sync::Arc::new(provider.clone());
+            if let Err(gone) = sweep_provider(args, arc, None, reach, &mut seen).await? {
                 return Ok(Err(gone));
             }
-            if conformance && !args.dry_run {
-                let problems = sweep_conformance_scope(&provider).await;
-                if !problems.is_empty() {
-                    return Err(Failure::checkfu(format!(
-                        "conformance scope {scope}: {}",
-                        problems.join("; ")
-                    )));
-                }
-                eprintln!(
-                    "checkfu: removed conformance scope {scope} (state directory {})",
-                    dir.display()
-                );
+            if of_target && !args.dry_run {
+                problems.extend(sweep_conformance_scope(&provider).await);
             }
+        }
+        if !conformance {
+            continue;
+        }
+        let (verb, objects) = if args.dry_run {
+            ("would remove", before)
+        } else {
+            let after = support(super::backend::linux_state_dir()).await?;
+            let removed = before.into_iter().filter(|o| !after.contains(o)).collect();
+            ("removed", removed)
+        };
+        if let Err(gone) = print_support(&scope, verb, &objects) {
+            return Ok(Err(gone));
+        }
+        if !problems.is_empty() {
+            return Err(Failure::checkfu(format!(
+                "conformance scope {scope}: {}",
+                problems.join("; ")
+            )));
         }
     }
     Ok(Ok(()))
 }
 
-/// The runtime's cleanup (or its dry run) of one provider, printed.
+/// The runtime's cleanup (or its dry run) of one provider, printed: one
+/// `verb instance|snapshot <id>` line per object not in `seen` (which it
+/// then joins), and their count.
 async fn sweep_provider(
     args: &CleanupArgs,
     provider: std::sync::Arc<dyn checkfu_sandbox_contract::SandboxProvider>,
     enrollment: Option<&checkfu_sandbox_runtime::Enrollment>,
-) -> Result<Result<(), StdoutGone>, Failure> {
+    reach: Reach<'_>,
+    seen: &mut BTreeSet<String>,
+) -> Printed {
     let provider_id = provider.provider_id().to_owned();
     let mut runtime = SandboxRuntime::new(super::backend::clock());
     runtime
@@ -250,7 +371,10 @@ async fn sweep_provider(
         .map_err(|e| Failure::sandbox(&e.into()))?;
     let adapter = runtime.adapter(&provider_id)?;
     let now = runtime.clock().now();
-    let orphaned_before = now.add_seconds(-args.older_than);
+    let orphaned_before = match reach {
+        Reach::OlderThan => now.add_seconds(-args.older_than),
+        Reach::WholeScope(_) => now,
+    };
     let (verb, result) = if args.dry_run {
         let would = adapter.cleanup_dry_run(now, orphaned_before, Vec::new());
         ("would remove", would.await?)
@@ -267,21 +391,34 @@ async fn sweep_provider(
             }
         }
     }
+    let instances: Vec<&String> = result
+        .instances
+        .iter()
+        .filter(|id| seen.insert((*id).clone()))
+        .collect();
+    let snapshots: Vec<&String> = result
+        .snapshots
+        .iter()
+        .filter(|id| seen.insert((*id).clone()))
+        .collect();
     let mut listing = String::new();
-    for id in &result.instances {
+    for id in &instances {
         listing.push_str(&format!("{verb} instance {id}\n"));
     }
-    for id in &result.snapshots {
+    for id in &snapshots {
         listing.push_str(&format!("{verb} snapshot {id}\n"));
     }
     if let Err(gone) = super::out::print(&listing) {
         return Ok(Err(gone));
     }
+    let reached = match reach {
+        Reach::OlderThan => format!("created before {orphaned_before}"),
+        Reach::WholeScope(scope) => format!("in conformance scope {scope}, whatever their age"),
+    };
     eprintln!(
-        "checkfu: {verb} {} instance(s) and {} snapshot(s) of provider {} created before {orphaned_before}",
-        result.instances.len(),
-        result.snapshots.len(),
-        provider_id
+        "checkfu: {verb} {} instance(s) and {} snapshot(s) of provider {provider_id} {reached}",
+        instances.len(),
+        snapshots.len(),
     );
     Ok(Ok(()))
 }

@@ -29,3 +29,29 @@ pub fn checkfu() -> Command {
 pub fn docker(name: &str) -> Option<DockerEnv> {
     checkfu_test_support::cli::docker(Path::new(env!("CARGO_BIN_EXE_checkfu")), name)
 }
+
+/// The objects a `checkfu sandbox cleanup` listed on stdout after `verb`
+/// (`removed` or `would remove`): `instance <id>`, `snapshot <id>`,
+/// `container <id> (...)`, `network <name>`, ...
+pub fn swept_objects(o: &std::process::Output, verb: &str) -> std::collections::BTreeSet<String> {
+    stdout(o)
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("{verb} ")))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The sum of the counts a `checkfu sandbox cleanup` printed on stderr
+/// as `checkfu: <verb> ... <N> <what>(s)` (`what`: `instance`,
+/// `snapshot`, `support object`), over every line that says so.
+pub fn swept_count(o: &std::process::Output, verb: &str, what: &str) -> usize {
+    let needle = format!(" {what}(s)");
+    stderr(o)
+        .lines()
+        .filter(|l| l.starts_with(&format!("checkfu: {verb} ")))
+        .filter_map(|l| {
+            let before = &l[..l.find(&needle)?];
+            before.rsplit([' ', '(']).next()?.parse::<usize>().ok()
+        })
+        .sum()
+}

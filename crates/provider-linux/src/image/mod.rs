@@ -368,15 +368,39 @@ impl ImageStore {
         Ok(fd)
     }
 
-    /// Resolves `reference` (`name[:tag]` or `name@sha256:<hex>`) to an
-    /// image of the store. A pinned reference must name a manifest the
-    /// index lists under that name.
+    /// Resolves `reference` (`name[:tag]`, `name@sha256:<hex>` or a bare
+    /// manifest digest `sha256:<hex>`) to an image of the store. A pinned
+    /// reference must name a manifest the index lists under that name; a
+    /// bare digest pins to one of the names the index lists it under
+    /// (`checkfu-fixture` when it is one, else the first in order), as the
+    /// Docker provider pins a bare image ID.
     ///
     /// # Errors
     ///
     /// [`ImageError::InvalidReference`], [`ImageError::NotFound`], or a
     /// failure reading the store.
     pub fn resolve(&self, reference: &str) -> Result<StoredImage, ImageError> {
+        let bare = reference.strip_prefix("sha256:").filter(|hex| {
+            hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        });
+        if let Some(hex) = bare {
+            let index = self.read_index()?;
+            let mut names: Vec<String> = index
+                .manifests
+                .iter()
+                .filter(|d| d.digest.strip_prefix("sha256:") == Some(hex))
+                .filter_map(|d| name_of(d).map(|(n, _)| n))
+                .collect();
+            names.sort();
+            let name = names
+                .iter()
+                .find(|n| *n == FIXTURE_NAME)
+                .or_else(|| names.first())
+                .ok_or_else(|| ImageError::NotFound {
+                    reference: reference.to_owned(),
+                })?;
+            return self.resolve(&format!("{name}@{reference}"));
+        }
         let (name, tag, pinned_hex) = split_reference(reference)?;
         let index = self.read_index()?;
         let found = index.manifests.iter().find(|d| {
@@ -703,85 +727,4 @@ pub fn is_pinned(reference: &str) -> bool {
 #[cfg(test)]
 // The tests check files they made themselves.
 #[allow(clippy::disallowed_methods)]
-mod tests {
-    use super::*;
-
-    fn busybox() -> Busybox {
-        Busybox {
-            path: "/x".into(),
-            bytes: b"\x7fELF-not-really".to_vec(),
-            sha256_hex: "ab".repeat(32),
-            applets: vec!["sh".into(), "true".into()],
-        }
-    }
-
-    #[test]
-    fn the_fixture_is_deterministic_and_resolves_by_tag_and_digest() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = ImageStore::new(dir.path().join("images"));
-        let pinned = store.write_fixture(&busybox()).unwrap();
-        assert_eq!(pinned, store.write_fixture(&busybox()).unwrap());
-        assert!(is_pinned(&pinned), "{pinned}");
-        let by_tag = store
-            .resolve(&format!("{FIXTURE_NAME}:busybox-{}", &"ab".repeat(6)))
-            .unwrap();
-        assert_eq!(by_tag.pinned, pinned);
-        assert_eq!(store.resolve(&pinned).unwrap().env, vec![FIXTURE_PATH_ENV]);
-        let other = format!("other@{}", pinned.split_once('@').unwrap().1);
-        assert!(matches!(
-            store.resolve(&other),
-            Err(ImageError::NotFound { .. })
-        ));
-        let rootfs = store.unpacked(&by_tag).unwrap();
-        assert!(rootfs.join("bin/busybox").symlink_metadata().is_ok());
-        assert!(rootfs
-            .join("bin/sh")
-            .symlink_metadata()
-            .unwrap()
-            .is_symlink());
-    }
-
-    #[test]
-    fn a_layout_directory_imports_and_a_tampered_blob_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let src = ImageStore::new(dir.path().join("src"));
-        let pinned = src.write_fixture(&busybox()).unwrap();
-        let dst = ImageStore::new(dir.path().join("dst"));
-        assert_eq!(dst.import(src.root()).unwrap(), vec![pinned.clone()]);
-        assert_eq!(dst.resolve(&pinned).unwrap().pinned, pinned);
-        // Tamper with the layer in the source: the import refuses it.
-        let image = src.resolve(&pinned).unwrap();
-        let layer = src.blob_path(&image.manifest.layers[0].digest[7..]);
-        fs::write(&layer, b"tampered").unwrap();
-        let fresh = ImageStore::new(dir.path().join("fresh"));
-        assert!(matches!(
-            fresh.import(src.root()),
-            Err(ImageError::DigestMismatch { .. })
-        ));
-    }
-
-    #[test]
-    fn whiteouts_remove_lower_entries() {
-        let dir = tempfile::tempdir().unwrap();
-        let dest = dir.path();
-        let layer = |entries: &[(&str, &[u8])]| {
-            let mut b = tar::Builder::new(Vec::new());
-            for (p, data) in entries {
-                let mut h = tar::Header::new_gnu();
-                h.set_size(data.len() as u64);
-                h.set_mode(0o644);
-                h.set_uid(0);
-                h.set_gid(0);
-                h.set_mtime(0);
-                h.set_entry_type(tar::EntryType::Regular);
-                b.append_data(&mut h, p, *data).unwrap();
-            }
-            b.into_inner().unwrap()
-        };
-        apply_layer(&layer(&[("a/x", b"1"), ("a/y", b"2"), ("b/z", b"3")]), dest).unwrap();
-        apply_layer(&layer(&[("a/.wh.x", b""), ("b/.wh..wh..opq", b"")]), dest).unwrap();
-        assert!(!dest.join("a/x").exists());
-        assert!(dest.join("a/y").exists());
-        assert!(dest.join("b").exists() && !dest.join("b/z").exists());
-    }
-}
+mod tests;

@@ -46,8 +46,9 @@ fn chdir_message(dir: &str, what: &str) -> Vec<u8> {
 
 impl Inner {
     /// A `Command` for `executable` with `arguments` in the instance of
-    /// `rec`, with the image's environment, `HOME`, and `environment` over
-    /// them, in `working_directory`. stdio is left to the caller.
+    /// `rec`, with the image's environment, `HOME`, `HOSTNAME` (the
+    /// instance's host name) and `environment` over them, in
+    /// `working_directory`. stdio is left to the caller.
     pub(super) fn command(
         &self,
         operation: Operation,
@@ -120,6 +121,8 @@ impl Inner {
             }
         }
         command.env("HOME", if uid == 0 { "/root" } else { "/home/checkfu" });
+        // The instance's UTS name, as `docker exec` gives a container's.
+        command.env("HOSTNAME", super::instances::INSTANCE_HOSTNAME);
         command.envs(environment);
         command.kill_on_drop(true);
         // SAFETY: `enter` only makes system calls on the plan, which the

@@ -28,18 +28,6 @@ mod shell;
 pub(crate) use parse::leading_simple_words;
 pub(crate) use shell::step_jobs;
 
-/// The environment every command starts from; the request's environment
-/// overrides it.
-pub(crate) fn base_environment() -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    env.insert(
-        "PATH".to_string(),
-        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
-    );
-    env.insert("HOME".to_string(), "/home/checkfu".to_string());
-    env
-}
-
 /// Why a command ended early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Abort {
@@ -153,6 +141,59 @@ fn walk_message(e: WalkError) -> &'static str {
     }
 }
 
+/// Why a command cannot be started in `cwd` of `fs`, as a launch reports
+/// it: exit code 126 and the reason for stderr. Checked before anything
+/// runs, in the order `execve` meets them: the working directory (missing
+/// or not a directory), then the argument space over
+/// [`EXEC_ARGUMENT_SPACE_BYTES`] (`environment` is the request's own).
+pub(crate) fn launch_refusal(
+    fs: &Fs,
+    cwd: &str,
+    argv: &[String],
+    environment: &BTreeMap<String, String>,
+) -> Option<(u8, String)> {
+    match fs.resolve("/", cwd, true) {
+        Ok((_, Some(FsNode::Directory))) => {}
+        Ok((_, None)) | Err(WalkError::NotFound) => {
+            return Some((126, format!("can't cd to {cwd}: No such file or directory")))
+        }
+        Ok((_, Some(_))) | Err(WalkError::NotDirectory) => {
+            return Some((126, format!("can't cd to {cwd}: Not a directory")))
+        }
+        Err(e) => return Some((126, format!("can't cd to {cwd}: {}", walk_message(e)))),
+    }
+    let space = exec_argument_space(
+        argv.iter().map(String::as_str),
+        environment.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    if space > EXEC_ARGUMENT_SPACE_BYTES {
+        let first = argv.first().map_or("", String::as_str);
+        return Some((
+            126,
+            format!(
+                "{first}: Argument list too long (arguments and environment take {space} \
+bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
+            ),
+        ));
+    }
+    None
+}
+
+/// True when `executable` names a built-in as a launch finds it: a bare
+/// name, or a path resolving (from `cwd`) to an executable file without
+/// `#!`, the stand-in for a binary (see [`Exec::run`]).
+pub(crate) fn names_built_in(fs: &Fs, cwd: &str, executable: &str) -> bool {
+    if !executable.contains('/') {
+        return true;
+    }
+    match fs.resolve(cwd, executable, true) {
+        Ok((physical, Some(FsNode::File(bytes)))) => {
+            fs.mode(&physical) & 0o111 != 0 && !bytes.starts_with(b"#!")
+        }
+        _ => false,
+    }
+}
+
 impl Exec<'_> {
     fn out(&mut self, bytes: &[u8]) -> Result<(), Abort> {
         self.stdout.write(bytes)
@@ -255,42 +296,14 @@ impl Exec<'_> {
         Ok(())
     }
 
-    /// Why a command cannot be started, as a launch reports it: exit code
-    /// 126 and the reason for stderr. Checked before anything runs, in the
-    /// order `execve` meets them: the working directory (missing or not a
-    /// directory), then the argument space over
-    /// [`EXEC_ARGUMENT_SPACE_BYTES`] (`environment` is the request's own).
+    /// Why a command cannot be started, as a launch reports it: see
+    /// [`launch_refusal`] (`environment` is the request's own).
     pub(crate) fn launch_refusal(
         &self,
         argv: &[String],
         environment: &BTreeMap<String, String>,
     ) -> Option<(u8, String)> {
-        let cwd = &self.cwd;
-        match self.fs.resolve("/", cwd, true) {
-            Ok((_, Some(FsNode::Directory))) => {}
-            Ok((_, None)) | Err(WalkError::NotFound) => {
-                return Some((126, format!("can't cd to {cwd}: No such file or directory")))
-            }
-            Ok((_, Some(_))) | Err(WalkError::NotDirectory) => {
-                return Some((126, format!("can't cd to {cwd}: Not a directory")))
-            }
-            Err(e) => return Some((126, format!("can't cd to {cwd}: {}", walk_message(e)))),
-        }
-        let space = exec_argument_space(
-            argv.iter().map(String::as_str),
-            environment.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        );
-        if space > EXEC_ARGUMENT_SPACE_BYTES {
-            let first = argv.first().map_or("", String::as_str);
-            return Some((
-                126,
-                format!(
-                    "{first}: Argument list too long (arguments and environment take {space} \
-bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
-                ),
-            ));
-        }
-        None
+        launch_refusal(self.fs, &self.cwd, argv, environment)
     }
 
     /// Runs one argv as a launch: [`Exec::launch_refusal`] first (its
@@ -307,15 +320,25 @@ bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
         self.run(argv)
     }
 
-    /// An executable named by a path (it contains `/`) that is in the
-    /// tree: a directory or a file without an execute bit cannot be
-    /// executed (126); an executable `#!` script naming `sh` runs its
-    /// body. `None` when the path is not in the tree (the name is then
-    /// looked up among the built-in commands) or names an executable file
-    /// without `#!` (a stand-in for a binary: the built-in of its name).
+    /// An executable named by a path (it contains `/`), as `execve`
+    /// meets it: a path that is not in the tree is 127 (`not found`); a
+    /// path through a non-directory or a link loop, a directory, a special
+    /// file or a file without an execute bit cannot be executed (126, the
+    /// reason on stderr); an executable `#!` script naming `sh` runs its
+    /// body. `None` for an executable file without `#!` (a stand-in for a
+    /// binary, as `/bin/busybox` and its applet links are): the built-in
+    /// the path's last component names then runs.
     fn run_path(&mut self, first: &str) -> Option<Result<u8, Abort>> {
-        let (physical, node) = self.fs.resolve(&self.cwd, first, true).ok()?;
-        let node = node?.clone();
+        let (physical, node) = match self.fs.resolve(&self.cwd, first, true) {
+            Ok((physical, Some(node))) => (physical, node.clone()),
+            Ok((_, None)) | Err(WalkError::NotFound) => {
+                return Some(self.err(format!("sh: {first}: not found")).map(|()| 127))
+            }
+            Err(e) => {
+                let why = walk_message(e);
+                return Some(self.err(format!("sh: {first}: {why}")).map(|()| 126));
+            }
+        };
         let denied = |this: &mut Self| {
             Some(
                 this.err(format!("sh: {first}: Permission denied"))
@@ -391,6 +414,11 @@ bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
             "dd" => self.dd(args),
             "chmod" => self.chmod(args),
             "setsid" => self.setsid(args),
+            "hostname" => {
+                let name = format!("{}\n", crate::image::INSTANCE_HOSTNAME);
+                self.out(name.as_bytes())?;
+                Ok(0)
+            }
             "pwd" => {
                 let cwd = format!("{}\n", self.cwd);
                 self.out(cwd.as_bytes())?;

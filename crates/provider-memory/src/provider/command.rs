@@ -38,7 +38,16 @@ impl Inner {
             .to_string();
         let args = &request.arguments;
         let cwd = request.working_directory.clone();
+        let mut argv = vec![request.executable.clone()];
+        argv.extend(args.iter().cloned());
+        // The streaming built-ins only when the command would start at
+        // all; anything else (a missing working directory, a path that is
+        // not a binary) is the launch's answer below.
+        let streams = crate::probe::launch_refusal(&record.fs, &cwd, &argv, &request.environment)
+            .is_none()
+            && crate::probe::names_built_in(&record.fs, &cwd, &request.executable);
         match name.as_str() {
+            _ if !streams => {}
             "cat" => {
                 let mut files: Vec<&String> = args
                     .iter()
@@ -104,8 +113,6 @@ impl Inner {
         // Everything else runs to completion now, with stdin closed.
         let mut env = base_environment();
         env.extend(request.environment.clone());
-        let mut argv = vec![request.executable.clone()];
-        argv.extend(args.iter().cloned());
         let sealed = record.state == InstanceState::Active && !self.has(Fault::SealIgnored);
         let mut exec = Exec {
             fs: &mut record.fs,
@@ -126,7 +133,7 @@ impl Inner {
                 allowlist_ignored: self.has(Fault::AllowlistIgnored),
             },
         };
-        if let Some(target) = cat_redirect_target(request) {
+        if let Some(target) = cat_redirect_target(request).filter(|_| streams) {
             // The shell creates or truncates the file before `cat` runs.
             let created = exec.write_file(&target, Vec::new());
             drop(exec);

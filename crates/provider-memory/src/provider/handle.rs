@@ -353,15 +353,11 @@ impl MemoryProvider {
         }
     }
 
-    /// A fresh tree: the base layout, the output tree, the control root,
-    /// every mount, and the profile's package records.
+    /// A fresh tree: the fixture image's layout ([`crate::image`]), the
+    /// output tree, the control root, every mount, and the profile's
+    /// package records.
     pub(super) fn fresh_fs(request: &SandboxProvisionRequest) -> Fs {
-        let mut fs = Fs::new();
-        for d in ["/dev", "/tmp", "/home/checkfu", CONTROL_ROOT, OUTPUT_PATH] {
-            fs.mkdir_all(d);
-        }
-        fs.insert("/dev/null", FsNode::Special(SpecialKind::NullDevice));
-        fs.insert("/dev/zero", FsNode::Special(SpecialKind::ZeroDevice));
+        let mut fs = crate::image::base_tree();
         Self::prepare_mounts(&mut fs, request);
         for p in &request.profile.packages {
             let manager = match p.manager {

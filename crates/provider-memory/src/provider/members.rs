@@ -5,20 +5,37 @@
 use super::*;
 use crate::fs::FileView;
 
-/// The oracle has no image store: a pinned reference is taken as is, and
-/// `name[:tag]` is pinned to the SHA-256 of its whole text, so the same
-/// tag always gives the same reference.
+/// The oracle has no image store, so every well-formed reference names an
+/// image it holds: a pinned reference `name@sha256:<64 hex>` is taken as
+/// is; a bare image ID `sha256:<64 hex>` (what `checkfu sandbox fixture`
+/// prints) pins to [`IMAGE_ID_REPOSITORY`]`@sha256:<the same hex>`, as
+/// Docker pins the fixture's ID; `name[:tag]` is pinned to the SHA-256 of
+/// its whole text, so the same tag always gives the same reference.
+/// Anything else (empty, whitespace, a malformed digest or image ID) is
+/// `SandboxCapabilityUnavailable{base_image}` naming the reference.
 #[async_trait]
 impl ResolveImageMember for Inner {
     async fn resolve_image(&self, reference: &str) -> Result<String, SandboxError> {
-        if reference.is_empty() || reference.chars().any(char::is_whitespace) {
-            return Err(SandboxError::unavailable(
+        let refuse = |why: &str| {
+            Err(SandboxError::unavailable(
                 Requirement::BaseImage,
-                format!("image {reference:?} is not a reference"),
-            ));
+                format!("image {reference:?} {why}"),
+            ))
+        };
+        if reference.is_empty() || reference.chars().any(char::is_whitespace) {
+            return refuse("is not a reference");
+        }
+        if let Some(hex) = reference.strip_prefix("sha256:") {
+            return match Digest::parse(reference) {
+                Ok(_) => Ok(format!("{IMAGE_ID_REPOSITORY}@sha256:{hex}")),
+                Err(_) => refuse("is not an image ID sha256:<64 lowercase hex>"),
+            };
         }
         if reference.contains('@') {
-            return Ok(reference.to_owned());
+            return match ImageReference::parse(reference) {
+                Ok(pinned) => Ok(pinned.as_str().to_owned()),
+                Err(_) => refuse("is not name@sha256:<64 lowercase hex>"),
+            };
         }
         let name = match reference.rsplit_once(':') {
             Some((name, tag)) if !tag.contains('/') => name,
@@ -28,7 +45,10 @@ impl ResolveImageMember for Inner {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        Ok(format!("{name}@sha256:{hex}"))
+        match ImageReference::parse(&format!("{name}@sha256:{hex}")) {
+            Ok(pinned) => Ok(pinned.as_str().to_owned()),
+            Err(_) => refuse("is not a reference name[:tag] (lower-case name)"),
+        }
     }
 }
 

@@ -17,7 +17,8 @@ use tokio_util::compat::TokioAsyncReadCompatExt;
 
 use crate::fault::{Fault, IdentityField};
 use crate::fs::{is_within, split, Fs, FsNode, ReadRefusal, SpecialKind, WalkError};
-use crate::probe::{base_environment, step_jobs, Abort, Exec, NetView, Sink};
+use crate::image::base_environment;
+use crate::probe::{step_jobs, Abort, Exec, NetView, Sink};
 use crate::process::{
     cat_redirect_target, ignored_signals, spawn_child, Appender, CatSource, ChildPipes, Control,
     Plan, ProcessShared, PIPE_CAPACITY_BYTES,
@@ -44,6 +45,11 @@ pub const PROVIDER_REVISION: &str = "memory-oracle/1";
 /// The oracle's `materialization_revision`; instances echo it in
 /// `materialization`.
 pub const MATERIALIZATION_REVISION: &str = "memory-materialization/1";
+
+/// The repository a bare image ID `sha256:<hex>` pins to
+/// (`checkfu-fixture@sha256:<hex>`): the fixture's, as the Docker provider
+/// names the fixture image's ID.
+pub const IMAGE_ID_REPOSITORY: &str = "checkfu-fixture";
 
 /// Internal safety cap on one buffered execute stream, in bytes (64 MiB),
 /// applied even if a caller passes an `output_limit_bytes` over the bound.
