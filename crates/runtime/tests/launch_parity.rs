@@ -429,6 +429,7 @@ async fn run_write_rows(
                 path: row.path.into(),
                 content_base64: Bytes(b"late".to_vec()),
                 mode: None,
+                kind: None,
             })
             .await;
         let got = match outcome {

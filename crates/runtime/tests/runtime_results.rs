@@ -327,6 +327,7 @@ fn dir_entry(path: &str) -> DirEntry {
         path: path.into(),
         size_bytes: 1,
         sha256: Some(Digest::parse(PROFILE_DIGEST).unwrap()),
+        mode: None,
     }
 }
 

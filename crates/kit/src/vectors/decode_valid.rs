@@ -67,6 +67,7 @@ pub(super) fn decode_valid(v: &mut Vectors) {
             path: "/mnt/session/outputs/a.txt".into(),
             content_base64: Bytes::from("hi"),
             mode: None,
+            kind: None,
         }),
     );
     v.ok_decode(

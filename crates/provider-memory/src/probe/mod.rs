@@ -18,6 +18,7 @@ use crate::fs::{basename, is_within, split, text, Fs, FsNode, SpecialKind, WalkE
 
 mod control;
 mod files;
+mod modes;
 
 /// The environment every command starts from; the request's environment
 /// overrides it.
@@ -429,6 +430,8 @@ bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
             "echo" => self.echo(args),
             "tee" => self.tee(args),
             "kill" => self.kill(args),
+            "chmod" => self.chmod(args),
+            "stat" => self.stat(args),
             "pwd" => {
                 let cwd = format!("{}\n", self.cwd);
                 self.out(cwd.as_bytes())?;

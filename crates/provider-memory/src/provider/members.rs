@@ -135,6 +135,7 @@ impl ListDirMember for Inner {
                     size_bytes: b.len() as u64,
                     // A body no member can return is not hashed.
                     sha256: (b.len() as u64 <= MAX_FILE_BYTES).then(|| sha256_digest(b)),
+                    mode: DirEntry::listed_mode(record.fs.mode(path)),
                 }),
                 _ => None,
             })

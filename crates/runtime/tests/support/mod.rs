@@ -1154,6 +1154,7 @@ impl ListDirMember for Scripted {
                     path: path.into(),
                     size_bytes: c.len() as u64,
                     sha256: Some(sha256(&c)),
+                    mode: None,
                 })
                 .collect(),
         };
