@@ -20,8 +20,8 @@ pub struct WriteFileRequest {
     /// Content, at most 16 MiB.
     pub content_base64: Bytes,
     /// Permission bits of the file written (`0o000..=0o777`, a JSON
-    /// integer, e.g. `493` for `0o755`). Absent means `0o644`. No set-id
-    /// or sticky bits. The provider applies exactly these bits (no umask)
+    /// integer, e.g. `493` for `0o755`). Absent means `0o644` (`0o755`
+    /// for a directory, see `kind`). No set-id or sticky bits. The provider applies exactly these bits (no umask)
     /// and creates every missing parent directory (`0o755`). Added to
     /// `checkfu.sandbox/v1` as an optional member: a request that needs
     /// no more than `0o644` omits it (decision 016).

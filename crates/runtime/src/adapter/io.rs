@@ -99,6 +99,15 @@ impl Adapter {
             )
             .into());
         }
+        if kind == WriteKind::Directory && !content.is_empty() {
+            return Err(SandboxError::invalid_request(
+                op::WRITE_FILE,
+                "content_base64",
+                "empty content for kind directory",
+                format!("{} bytes", content.len()),
+            )
+            .into());
+        }
         let mode = mode.filter(|m| *m != kind.default_mode());
         let rec = self.admit(
             op::WRITE_FILE,
