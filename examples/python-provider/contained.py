@@ -207,6 +207,47 @@ def write_file(host_dir, rel, data, uid=None, gid=None, mode=0o644):
             os.close(fd)
 
 
+def make_dir(host_dir, rel, uid=None, gid=None, mode=0o755):
+    """Make rel under host_dir a directory with exactly the permission bits
+    `mode` (writeFile with kind "directory"): missing parents are created
+    (0o755), a directory already there is kept, a link is never followed
+    (outside_root) and a file there is not_regular_file."""
+    if not rel:
+        raise Refused("not_regular_file")
+    fds = [os.open(host_dir, DIR_FLAGS)]
+    try:
+        for i, name in enumerate(rel):
+            if name in ("", ".", ".."):
+                raise Refused("outside_root")
+            created = False
+            try:
+                os.mkdir(name, 0o755, dir_fd=fds[-1])
+                created = True
+            except FileExistsError:
+                pass
+            try:
+                fds.append(_open_dir(name, fds[-1]))
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    raise Refused("outside_root")
+                if e.errno == errno.ENOTDIR:
+                    st = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
+                    if stat.S_ISLNK(st.st_mode) or i < len(rel) - 1:
+                        raise Refused("outside_root")
+                    raise Refused("not_regular_file")
+                raise
+            last = i == len(rel) - 1
+            if uid is not None and (created or last):
+                os.fchown(fds[-1], uid, gid)
+            if last:
+                os.fchmod(fds[-1], mode)
+            elif created:
+                os.fchmod(fds[-1], 0o755)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def mkdirs(host_dir, rel, uid=None, gid=None):
     """Create directories rel under host_dir (mount points of nested mounts)."""
     fds = [os.open(host_dir, DIR_FLAGS)]

@@ -106,7 +106,7 @@ PARAMS = {
     "sandbox/provision": ({"provider", "placement", "workspace_id", "session_id", "run_id",
                            "attempt_id", "lease_id", "lease_epoch", "target", "profile",
                            "platform", "root_image", "mounts", "expires_at"}, set()),
-    "sandbox/writeFile": ({"instance_id", "path", "content_base64"}, {"mode"}),
+    "sandbox/writeFile": ({"instance_id", "path", "content_base64"}, {"mode", "kind"}),
     "sandbox/activate": ({"instance_id"}, set()),
     "sandbox/execute": ({"instance_id", "command"}, set()),
     "sandbox/readFile": ({"instance_id", "path", "allowed_root", "maximum_bytes"}, set()),
@@ -447,14 +447,27 @@ class Provider:
     # ---- writeFile
     def write_file(self, p):
         data = b64decode(p["content_base64"], "content_base64")
+        # Optional kind (WriteFileRequest.kind): "file" (absent) or
+        # "directory", whose content is empty.
+        kind = p.get("kind") or "file"
+        if kind not in ("file", "directory"):
+            raise op_failed("write_file", "invalid_request", "unknown kind",
+                            "kind", "file or directory", json.dumps(kind))
         # Optional permission bits (WriteFileRequest.mode, 0..=0o777);
-        # absent means 0o644. Applied exactly, without the umask.
-        mode = p.get("mode", 0o644)
+        # absent means 0o644 for a file, 0o755 for a directory. Applied
+        # exactly, without the umask.
+        mode = p.get("mode")
         if mode is None:
-            mode = 0o644
+            mode = 0o755 if kind == "directory" else 0o644
         if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
             raise op_failed("write_file", "invalid_request", "mode must be 0..=511",
-                            "mode", "permission bits 0..=511", json.dumps(mode))
+                            "mode", "permission bits of at most 0o777",
+                            "0o%o" % mode if type(mode) is int and mode >= 0
+                            else json.dumps(mode))
+        if kind == "directory" and data:
+            raise op_failed("write_file", "invalid_request", "a directory has no content",
+                            "content_base64", "empty content for kind directory",
+                            "%d bytes" % len(data))
         rec = self.load(p["instance_id"])
         path = wire_path(p["path"], "path")
         if len(data) > FILE_BOUND:
@@ -477,8 +490,12 @@ class Provider:
             host, rel = self.host_of(rec, m), pc[len(contained.components(m["path"])):]
             rw = m["access"] == "read_write"
         try:
-            contained.write_file(host, rel, data, WORKLOAD_UID if rw else None,
-                                 WORKLOAD_GID if rw else None, mode)
+            if kind == "directory":
+                contained.make_dir(host, rel, WORKLOAD_UID if rw else None,
+                                   WORKLOAD_GID if rw else None, mode)
+            else:
+                contained.write_file(host, rel, data, WORKLOAD_UID if rw else None,
+                                     WORKLOAD_GID if rw else None, mode)
         except contained.Refused as r:
             raise op_failed("write_file", "path_not_admitted" if r.reason == "outside_root"
                             else r.reason, "cannot write %s" % shown(path))
@@ -766,6 +783,9 @@ class Provider:
                     e["sha256"] = h[1]
                 if project:
                     e["kind"] = "regular"
+                elif st.st_mode & 0o777 != 0o644:
+                    # listDir's optional mode: absent means 0o644.
+                    e["mode"] = st.st_mode & 0o777
                 entries.append(e)
             elif project:
                 e = {"path": path_wire(path), "kind": kind}

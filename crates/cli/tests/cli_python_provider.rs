@@ -196,3 +196,48 @@ fn python_provider_lists_a_huge_sparse_output_without_reading_it() {
     );
     env.finish();
 }
+
+/// The staged tree arrives whole and outputs keep their bits through the
+/// wire seam (`common::tree`, the row every provider answers the same):
+/// writeFile's `kind: "directory"` with its `mode`, and listDir's `mode`.
+#[test]
+fn python_provider_stages_the_whole_tree_and_outputs_keep_their_bits() {
+    use common::tree::{
+        assert_script_ran, assert_tree_and_outputs, mount_arg, staged_tree, workload,
+    };
+    let Some(env) = docker("python_provider_tree") else {
+        return;
+    };
+    let state = tempfile::tempdir().expect("state dir");
+    let line = provider_line(&env, state.path());
+    let run = |args: &[&str]| {
+        let mut c = checkfu();
+        c.args(["sandbox", "run", "--provider-cmd", &line, "--image"])
+            .arg(&env.fixture)
+            .args(args);
+        output(c)
+    };
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let m = staged_tree(tmp.path());
+    let mount = mount_arg(&m);
+    assert_script_ran(&run(&["--mount", &mount, "--", "/src/run.sh"]));
+    let out = tmp.path().join("out");
+    let (script, expected) = workload(&m);
+    let o = run(&[
+        "--mount",
+        &mount,
+        "--outputs",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_tree_and_outputs(&o, &expected, &out);
+    assert_eq!(
+        containers_of(&env.scope),
+        Vec::<String>::new(),
+        "containers left"
+    );
+    env.finish();
+}

@@ -131,6 +131,30 @@ pub fn create_dirs_beneath(
     open_dirs_creating(root, &comps, owner, rel)
 }
 
+/// Makes `rel` beneath `root` a directory with permission bits `mode`
+/// (masked to `0o777`, applied exactly whatever the process umask), without
+/// following any symlink: missing parents are created as by
+/// [`create_dirs_beneath`], the last component is created when missing or
+/// kept when it is a directory, then set to `mode` and, when `owner` is
+/// set, `owner:owner`.
+///
+/// # Errors
+///
+/// As [`create_dirs_beneath`]: a symlink at any component (the last one
+/// included) is [`ContainedError::OutsideRoot`], a file there
+/// [`ContainedError::NotRegularFile`].
+pub fn create_dir_beneath_mode(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    owner: Option<u32>,
+    mode: u32,
+) -> Result<(), ContainedError> {
+    let comps = split_components(rel)?;
+    let dir = open_dirs_creating(root, &comps, owner, rel)?;
+    chown_fd(dir.as_fd(), owner, rel)?;
+    rustix::fs::fchmod(&dir, Mode::from_raw_mode(mode & 0o777)).map_err(|e| map_errno(rel, e))
+}
+
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// How many fresh temporary names [`replace_beneath`] tries before giving up.
 const TEMP_ATTEMPTS: u32 = 8;
@@ -242,6 +266,31 @@ pub fn overwrite_beneath(
     rel: &Path,
     content: &[u8],
 ) -> Result<(), ContainedError> {
+    overwrite(root, rel, content).map(drop)
+}
+
+/// [`overwrite_beneath`], then the file's permission bits set to exactly
+/// `mode` (masked to `0o777`: no set-id or sticky bit, whatever the
+/// process umask and whatever bits the file had).
+///
+/// # Errors
+///
+/// As [`overwrite_beneath`].
+pub fn overwrite_beneath_mode(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    content: &[u8],
+    mode: u32,
+) -> Result<(), ContainedError> {
+    let file = overwrite(root, rel, content)?;
+    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode & 0o777)).map_err(|e| map_errno(rel, e))
+}
+
+fn overwrite(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    content: &[u8],
+) -> Result<std::fs::File, ContainedError> {
     let comps = split_components(rel)?;
     let (name, parents) = comps
         .split_last()
@@ -262,5 +311,6 @@ pub fn overwrite_beneath(
         .map_err(|source| ContainedError::Io {
             path: rel.to_path_buf(),
             source,
-        })
+        })?;
+    Ok(file)
 }

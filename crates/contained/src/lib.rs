@@ -36,9 +36,9 @@
 //! parent's descriptor, and a directory is only descended into after its
 //! descriptor's device and inode match what was listed.
 //!
-//! Creation and writes ([`create_dirs_beneath`], [`replace_beneath`],
-//! [`overwrite_beneath`], [`open_dir_beneath_nofollow`]) follow no symlink
-//! at all (`RESOLVE_NO_SYMLINKS`, `O_NOFOLLOW`).
+//! Creation and writes ([`create_dirs_beneath`], [`create_dir_beneath_mode`],
+//! [`replace_beneath`], [`overwrite_beneath`], [`open_dir_beneath_nofollow`])
+//! follow no symlink at all (`RESOLVE_NO_SYMLINKS`, `O_NOFOLLOW`).
 //!
 //! Linux only (`openat2` needs Linux 5.6).
 
@@ -48,8 +48,8 @@ mod open;
 mod walk;
 
 pub use create::{
-    create_dirs_beneath, overwrite_beneath, replace_beneath, replace_beneath_mode, DIR_MODE,
-    FILE_MODE, TEMP_PREFIX,
+    create_dir_beneath_mode, create_dirs_beneath, overwrite_beneath, overwrite_beneath_mode,
+    replace_beneath, replace_beneath_mode, DIR_MODE, FILE_MODE, TEMP_PREFIX,
 };
 pub use error::ContainedError;
 pub use open::{

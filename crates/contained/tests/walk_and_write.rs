@@ -12,8 +12,9 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use checkfu_sandbox_contained::{
-    create_dirs_beneath, open_dir_beneath_nofollow, overwrite_beneath, replace_beneath,
-    resolve_beneath, walk, ContainedError, SpecialKind, WalkEntry,
+    create_dir_beneath_mode, create_dirs_beneath, open_dir_beneath_nofollow, overwrite_beneath,
+    overwrite_beneath_mode, replace_beneath, resolve_beneath, walk, ContainedError, SpecialKind,
+    WalkEntry,
 };
 use common::setup;
 use rustix::fs::{FileType, Mode, CWD};
@@ -187,6 +188,56 @@ fn overwrite_refuses_a_link_at_the_name() {
     assert_eq!(std::fs::read(root.join("ok.txt")).unwrap(), b"bye");
     overwrite_beneath(fd.as_fd(), Path::new("d/e"), b"ok").unwrap();
     assert_eq!(std::fs::read(root.join("d/e")).unwrap(), b"ok");
+}
+
+fn bits(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn a_directory_gets_exactly_its_bits_and_never_through_a_link() {
+    let (s, root, fd) = setup("mkdir-mode");
+    // 0o777: bits a creation mode would lose to the usual umask (022).
+    create_dir_beneath_mode(fd.as_fd(), Path::new("n/e/w"), None, 0o777).unwrap();
+    assert_eq!(bits(&root.join("n/e/w")), 0o777);
+    assert_eq!(bits(&root.join("n/e")), 0o755, "parents are 0755");
+    // An existing directory keeps its place and takes the new bits; set-id
+    // and sticky bits are masked off.
+    create_dir_beneath_mode(fd.as_fd(), Path::new("n/e/w"), None, 0o7700).unwrap();
+    assert_eq!(bits(&root.join("n/e/w")), 0o700);
+    assert!(matches!(
+        create_dir_beneath_mode(fd.as_fd(), Path::new("ok.txt"), None, 0o755),
+        Err(ContainedError::NotRegularFile { .. })
+    ));
+    std::fs::create_dir(s.0.join("outside")).unwrap();
+    let outside_bits = bits(&s.0.join("outside"));
+    symlink(s.0.join("outside"), root.join("abs")).unwrap();
+    for via in ["abs", "abs/x"] {
+        assert!(
+            matches!(
+                create_dir_beneath_mode(fd.as_fd(), Path::new(via), None, 0o700),
+                Err(ContainedError::OutsideRoot { .. })
+            ),
+            "{via}"
+        );
+    }
+    assert_eq!(
+        bits(&s.0.join("outside")),
+        outside_bits,
+        "never chmod through a link"
+    );
+}
+
+#[test]
+fn overwrite_with_a_mode_sets_exactly_those_bits() {
+    let (_s, root, fd) = setup("overwrite-mode");
+    overwrite_beneath_mode(fd.as_fd(), Path::new("x.sh"), b"#!/bin/sh\n", 0o777).unwrap();
+    assert_eq!(bits(&root.join("x.sh")), 0o777);
+    // An existing file takes the new bits, not the ones it had.
+    overwrite_beneath_mode(fd.as_fd(), Path::new("x.sh"), b"again", 0o4600).unwrap();
+    assert_eq!(bits(&root.join("x.sh")), 0o600);
+    assert_eq!(std::fs::read(root.join("x.sh")).unwrap(), b"again");
 }
 
 #[test]

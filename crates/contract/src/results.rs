@@ -112,24 +112,30 @@ pub fn listing<'a>(
 }
 
 /// A listDir result for its request's `root` and `max_entries`:
-/// [`listing`], and every entry a member can read (at most 16 MiB) carries
-/// its SHA-256. Operation: `list_dir`.
+/// [`listing`], every entry a member can read (at most 16 MiB) carries its
+/// SHA-256, and every `mode` given is at most `0o777`. Operation:
+/// `list_dir`.
 pub fn list_dir_result(root: &str, max_entries: u32, result: &ListDirResult) -> Option<Mismatch> {
     if let Some(m) = listing(root, max_entries, result.entries.iter().map(|e| &e.path)) {
         return Some(m);
     }
-    result
-        .entries
-        .iter()
-        .enumerate()
-        .find(|(_, e)| e.sha256.is_none() && e.size_bytes <= MAX_FILE_BYTES)
-        .map(|(i, e)| {
-            Mismatch::new(
+    for (i, e) in result.entries.iter().enumerate() {
+        if e.sha256.is_none() && e.size_bytes <= MAX_FILE_BYTES {
+            return Some(Mismatch::new(
                 format!("entries[{i}].sha256"),
                 format!("a digest for a file of at most {MAX_FILE_BYTES} bytes"),
                 format!("absent for {} ({} bytes)", e.path, e.size_bytes),
-            )
-        })
+            ));
+        }
+        if let Some(mode) = e.mode.filter(|m| *m > crate::types::MAX_FILE_MODE) {
+            return Some(Mismatch::new(
+                format!("entries[{i}].mode"),
+                "permission bits of at most 0o777 (511)",
+                format!("{mode} (0o{mode:o})"),
+            ));
+        }
+    }
+    None
 }
 
 /// A listProjectDir result for its request's `root` and `max_entries`:

@@ -387,8 +387,9 @@ pub fn mounts(mounts: &[SandboxMount], max_mounts: u8) -> Vec<Mismatch> {
     out
 }
 
-/// A writeFile request: a normalized path, content of at most 16 MiB and
-/// permission bits (when given) of at most `0o777`.
+/// A writeFile request: a normalized path, content of at most 16 MiB,
+/// permission bits (when given) of at most `0o777`, and no content for a
+/// directory (`kind: "directory"`).
 /// (Whether the path is under a declared mount or the output tree depends
 /// on the instance's state and is the runtime's admission.)
 pub fn write_file_request(request: &WriteFileRequest) -> Vec<Mismatch> {
@@ -412,6 +413,15 @@ pub fn write_file_request(request: &WriteFileRequest) -> Vec<Mismatch> {
                 format!("{mode} (0o{mode:o})"),
             ));
         }
+    }
+    if request.effective_kind() == crate::types::WriteKind::Directory
+        && !request.content_base64.is_empty()
+    {
+        out.push(Mismatch::new(
+            "content_base64",
+            "empty content for kind directory",
+            format!("{} bytes", request.content_base64.len()),
+        ));
     }
     out
 }

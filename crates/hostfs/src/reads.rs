@@ -206,8 +206,9 @@ pub async fn read_files(
     .await?
 }
 
-/// listDir: the regular files under `root` with their sizes, and the
-/// SHA-256 of those up to [`MAX_FILE_BYTES`].
+/// listDir: the regular files under `root` with their sizes, the SHA-256
+/// of those up to [`MAX_FILE_BYTES`], and their permission bits
+/// (`st_mode & 0o777`, absent for `0o644`).
 ///
 /// # Errors
 ///
@@ -232,11 +233,14 @@ pub async fn list_dir(
         .into_iter()
         .filter_map(|l| match l.kind {
             LeafKind::RegularFile {
-                size_bytes, sha256, ..
+                size_bytes,
+                sha256,
+                mode,
             } => Some(DirEntry {
                 path: join(&request.root, &l.path),
                 size_bytes,
                 sha256: sha256.map(Digest::from_sha256_bytes),
+                mode: DirEntry::listed_mode(mode),
             }),
             _ => None,
         })

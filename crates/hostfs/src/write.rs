@@ -11,16 +11,19 @@ use crate::store::{self, Home, Layout};
 
 /// writeFile of `request` into the instance whose provision request is
 /// `instance_request` and whose state is `state`: while provisioning any
-/// mount or the output tree, once active the output tree only. The file is
-/// replaced whole, owned by [`store::owner_of`] its home, with the
-/// request's mode.
+/// mount or the output tree, once active the output tree only. A file is
+/// replaced whole; a directory (`kind: "directory"`) is created or kept.
+/// Either is owned by [`store::owner_of`] its home and gets exactly the
+/// request's mode (absent: `0o644` for a file, `0o755` for a directory).
 ///
 /// # Errors
 ///
 /// `SandboxFileTooLarge` over [`MAX_FILE_BYTES`]; `PathNotAdmitted` outside
 /// every mount and the output tree; `SandboxConflict` for a mount of an
-/// active instance; `InvalidRequest` naming `path` (not below its root) or
-/// `mode` (over 0o777); the containment failure of the write.
+/// active instance; `InvalidRequest` naming `path` (not below its root),
+/// `mode` (over 0o777) or `content_base64` (not empty for a directory);
+/// the containment failure of the write (`not_regular_file` for a
+/// directory where a file is, or a file where a directory is).
 pub async fn write_file(
     layout: &Layout,
     instance_request: &SandboxProvisionRequest,
@@ -72,16 +75,25 @@ pub async fn write_file(
             format!("0o{mode:o}"),
         ));
     }
+    let kind = request.effective_kind();
+    if kind == WriteKind::Directory && !request.content_base64.is_empty() {
+        return Err(SandboxError::invalid_request(
+            OP,
+            "content_base64",
+            "empty content for kind directory",
+            format!("{} bytes", request.content_base64.len()),
+        ));
+    }
     let content = request.content_base64.0;
     blocking(OP, move || {
         contained::open_root(&host).and_then(|root| {
-            contained::replace_beneath_mode(
-                std::os::fd::AsFd::as_fd(&root),
-                &rel,
-                &content,
-                owner,
-                mode,
-            )
+            let root = std::os::fd::AsFd::as_fd(&root);
+            match kind {
+                WriteKind::File => {
+                    contained::replace_beneath_mode(root, &rel, &content, owner, mode)
+                }
+                WriteKind::Directory => contained::create_dir_beneath_mode(root, &rel, owner, mode),
+            }
         })
     })
     .await?

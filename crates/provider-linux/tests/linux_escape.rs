@@ -84,6 +84,7 @@ impl Sandbox {
             path: "/src/data.txt".into(),
             content_base64: Bytes(b"read-only data".to_vec()),
             mode: None,
+            kind: None,
         })
         .await
         .expect("stage");

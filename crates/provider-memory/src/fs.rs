@@ -152,7 +152,8 @@ impl FileView<'_> {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Fs {
     nodes: BTreeMap<Name, FsNode>,
-    /// Permission bits of regular files that differ from `0o644`.
+    /// Permission bits that differ from a node's default (`0o755` for a
+    /// directory, `0o644` for anything else).
     modes: BTreeMap<Name, u32>,
     /// Apparent sizes of regular files larger than their stored bytes.
     sizes: BTreeMap<Name, u64>,
@@ -282,22 +283,34 @@ impl Fs {
         self.write_at(&key, end, data)
     }
 
-    /// The permission bits of the file at a physical path (`0o644` unless
-    /// set by [`Fs::set_mode`] since the node was last inserted).
-    pub(crate) fn mode(&self, path: impl AsRef<[u8]>) -> u32 {
-        self.modes
-            .get(&join(&split(path)))
-            .copied()
-            .unwrap_or(0o644)
+    /// The permission bits a node gets when inserted: `0o755` for a
+    /// directory, `0o644` for anything else.
+    fn default_mode(&self, key: &[u8]) -> u32 {
+        match self.nodes.get(key) {
+            Some(FsNode::Directory) => 0o755,
+            _ => 0o644,
+        }
     }
 
-    /// Sets the permission bits of the node at a physical path.
+    /// The permission bits of the node at a physical path (its default,
+    /// `0o755` for a directory and `0o644` otherwise, unless set by
+    /// [`Fs::set_mode`] since the node was last inserted).
+    pub(crate) fn mode(&self, path: impl AsRef<[u8]>) -> u32 {
+        let key = join(&split(path));
+        self.modes
+            .get(&key)
+            .copied()
+            .unwrap_or_else(|| self.default_mode(&key))
+    }
+
+    /// Sets the permission bits (`& 0o777`) of the node at a physical path.
     pub(crate) fn set_mode(&mut self, path: impl AsRef<[u8]>, mode: u32) {
         let key = join(&split(path));
-        if mode == 0o644 {
+        let mode = mode & 0o777;
+        if mode == self.default_mode(&key) {
             self.modes.remove(&key);
         } else {
-            self.modes.insert(key, mode & 0o777);
+            self.modes.insert(key, mode);
         }
     }
 
@@ -335,10 +348,12 @@ impl Fs {
         let key = join(&split(path));
         let below: Vec<Name> = self.subtree_keys(&key).cloned().collect();
         for k in below {
+            self.modes.remove(&k);
             self.nodes.remove(&k);
             self.sizes.remove(&k);
         }
         if key != b"/" {
+            self.modes.remove(&key);
             self.nodes.remove(&key);
             self.sizes.remove(&key);
         }

@@ -60,6 +60,7 @@ pub(crate) const APPLETS: &[&str] = &[
     "sh",
     "sha256sum",
     "sleep",
+    "stat",
     "tee",
     "touch",
     "true",

@@ -7,7 +7,7 @@
 //! job ran out of its step (one loop iteration), innermost first, plus the
 //! working directory and environment it had there. Resuming runs the frames
 //! from the innermost outwards, exactly as the interrupted command would
-//! have gone on (decision 0XX, "oracle shell subset").
+//! have gone on (decision 037, "oracle shell subset").
 
 use std::collections::BTreeMap;
 

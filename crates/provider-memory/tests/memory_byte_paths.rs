@@ -43,6 +43,7 @@ async fn a_name_that_is_not_utf8_survives_listing_reads_and_a_snapshot_exactly()
             path,
             content_base64: Bytes(body.to_vec()),
             mode: None,
+            kind: None,
         })
         .await
         .unwrap();
@@ -63,6 +64,7 @@ async fn a_name_that_is_not_utf8_survives_listing_reads_and_a_snapshot_exactly()
             path: paths[0].clone(),
             size_bytes: 4,
             sha256: None,
+            mode: None,
         }],
     };
     let wire = serde_json::to_value(&listing).unwrap();

@@ -67,6 +67,7 @@ async fn script(p: &MemoryProvider) -> Vec<Vec<u8>> {
         path: format!("{RO}/input.txt").into(),
         content_base64: Bytes(b"hello".to_vec()),
         mode: None,
+        kind: None,
     })
     .await
     .unwrap();
@@ -157,6 +158,7 @@ async fn read_only_mounts_are_sealed_at_activation() {
             path: path.into(),
             content_base64: Bytes(b"staged".to_vec()),
             mode: None,
+            kind: None,
         })
         .await
         .unwrap();
@@ -205,6 +207,7 @@ async fn read_only_mounts_are_sealed_at_activation() {
                 path: path.clone().into(),
                 content_base64: Bytes(b"x".to_vec()),
                 mode: None,
+                kind: None,
             })
             .await
             .unwrap_err();
@@ -248,6 +251,7 @@ async fn write_file_stays_inside_its_mount() {
             path: "/data/rw/out/passwd".into(),
             content_base64: Bytes(b"x".to_vec()),
             mode: None,
+            kind: None,
         })
         .await
         .unwrap_err();
@@ -263,6 +267,7 @@ async fn write_file_stays_inside_its_mount() {
             path: "/elsewhere/file".into(),
             content_base64: Bytes(b"x".to_vec()),
             mode: None,
+            kind: None,
         })
         .await
         .unwrap_err();
@@ -280,6 +285,7 @@ async fn write_file_stays_inside_its_mount() {
             path: path.into(),
             content_base64: Bytes(b"ok".to_vec()),
             mode: None,
+            kind: None,
         })
         .await
         .unwrap();

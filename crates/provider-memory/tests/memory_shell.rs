@@ -1,7 +1,7 @@
 //! The oracle's shell subset through execute and the observing members:
 //! lists, redirections, expansion, `while`, the applets real workloads
 //! send (`printf`, `dd`, `chmod`, `setsid`), files with holes, and
-//! background jobs that outlive their command (decision 0XX, "oracle
+//! background jobs that outlive their command (decision 037, "oracle
 //! shell subset").
 
 mod common;

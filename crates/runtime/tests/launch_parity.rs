@@ -1,12 +1,15 @@
 //! Launch parity: one table of edge cases of execute (working directory,
 //! command lookup, permission bits staged from a host folder and from Git,
-//! the kernel's argument space, environment and the keys and `PATH` every
-//! command starts from, `HOSTNAME` against `hostname`, the image's top
-//! level, signal exits) run through the
-//! runtime on every provider, each row asserting the same outcome on each
-//! (decision 017); and a table of writeFile edge cases (a root itself, a
-//! late write into a mount) sent to each provider directly, past the
-//! runtime's own refusal, asserting the same error on each. A provider joins by one line in
+//! empty and 0700 directories staged from a host folder, the kernel's
+//! argument space, environment and the keys and `PATH` every command
+//! starts from, `HOSTNAME` against `hostname`, the image's top level,
+//! signal exits) run through the runtime on every provider, each row
+//! asserting the same outcome on each (decision 017); a table of
+//! writeFile edge cases (a root itself, a late write into a mount, a
+//! directory where a file is and the reverse, a directory with content or
+//! bits over 0o777) sent to each provider directly, past the runtime's own
+//! refusal, asserting the same error on each; and the bits listDir reports
+//! for outputs the workload chmodded. A provider joins by one line in
 //! [`PROVIDERS`].
 //!
 //! Gate: without a Docker daemon the Docker row prints a `SKIP` line,
@@ -201,7 +204,8 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// The host folder staged at `/src`: an executable script (0755), a data
-/// file (0644), a private executable two directories down (0700).
+/// file (0644), a private executable two directories down (0700), an
+/// empty directory, and a 0700 directory holding a 0600 file.
 fn host_folder(dir: &Path) {
     let write = |rel: &str, bytes: &[u8], mode: u32| {
         let p = dir.join(rel);
@@ -212,6 +216,9 @@ fn host_folder(dir: &Path) {
     write("run.sh", b"#!/bin/sh\necho ran\n", 0o755);
     write("data.txt", b"data\n", 0o644);
     write("deep/er/tool.sh", b"#!/bin/sh\necho deep\n", 0o700);
+    std::fs::create_dir(dir.join("empty")).unwrap();
+    write("private/key", b"secret\n", 0o600);
+    std::fs::set_permissions(dir.join("private"), std::fs::Permissions::from_mode(0o700)).unwrap();
 }
 
 /// A repository whose `bin/git.sh` is `100755` and `plain.sh` `100644`.
@@ -299,6 +306,27 @@ fn table() -> Vec<Row> {
         Row {
             stderr_has: Some("permission denied"),
             ..row("non-executable file", argv(&["/src/data.txt"]), 126)
+        },
+        Row {
+            stdout: Some(
+                "755 directory /src/empty\n700 directory /src/private\n\
+600 regular file /src/private/key\n755 directory /src/deep\n\
+700 directory /src/made\n",
+            ),
+            ..row(
+                "staged directories exist with their bits",
+                argv(&[
+                    "stat",
+                    "-c",
+                    "%a %F %n",
+                    "/src/empty",
+                    "/src/private",
+                    "/src/private/key",
+                    "/src/deep",
+                    "/src/made",
+                ]),
+                0,
+            )
         },
         row("directory as the command", argv(&["/src/deep"]), 126),
         Row {
@@ -444,6 +472,9 @@ struct WriteRow {
     name: &'static str,
     active: bool,
     path: &'static str,
+    kind: Option<WriteKind>,
+    content: &'static [u8],
+    mode: Option<u32>,
     error: Option<serde_json::Value>,
 }
 
@@ -466,37 +497,129 @@ fn write_table() -> Vec<WriteRow> {
         "expected": "provisioning",
         "actual": "active",
     });
+    let invalid = |field: &str, expected: &str, actual: &str| {
+        serde_json::json!({
+            "_tag": "SandboxOperationFailed",
+            "operation": "write_file",
+            "reason": "invalid_request",
+            "field": field,
+            "expected": expected,
+            "actual": actual,
+        })
+    };
+    let not_regular = serde_json::json!({
+        "_tag": "SandboxOperationFailed",
+        "operation": "write_file",
+        "reason": "not_regular_file",
+    });
+    let file = |name, active, path, error| WriteRow {
+        name,
+        active,
+        path,
+        kind: None,
+        content: b"late",
+        mode: None,
+        error,
+    };
+    let dir = |name, active, path, mode, error| WriteRow {
+        name,
+        active,
+        path,
+        kind: Some(WriteKind::Directory),
+        content: b"",
+        mode,
+        error,
+    };
     vec![
+        dir(
+            "a directory with its bits",
+            false,
+            "/src/made",
+            Some(0o700),
+            None,
+        ),
+        dir(
+            "a directory where a directory is (kept)",
+            false,
+            "/src/deep",
+            None,
+            None,
+        ),
+        dir(
+            "a directory where a file is",
+            false,
+            "/src/data.txt",
+            None,
+            Some(not_regular.clone()),
+        ),
+        file(
+            "a file where a directory is",
+            false,
+            "/src/empty",
+            Some(not_regular),
+        ),
         WriteRow {
-            name: "writeFile at a mount's root path",
-            active: false,
-            path: "/git",
-            error: Some(root("/git")),
+            content: b"abc",
+            ..dir(
+                "a directory with content",
+                false,
+                "/src/full",
+                None,
+                Some(invalid(
+                    "content_base64",
+                    "empty content for kind directory",
+                    "3 bytes",
+                )),
+            )
         },
-        WriteRow {
-            name: "writeFile at the output tree's root path",
-            active: false,
-            path: "/mnt/session/outputs",
-            error: Some(root("/mnt/session/outputs")),
-        },
-        WriteRow {
-            name: "writeFile into the output tree once active",
-            active: true,
-            path: "/mnt/session/outputs/late.txt",
-            error: None,
-        },
-        WriteRow {
-            name: "late writeFile into a read-only mount",
-            active: true,
-            path: "/git/late.txt",
-            error: Some(late.clone()),
-        },
-        WriteRow {
-            name: "late writeFile into a read-write mount",
-            active: true,
-            path: "/src/late.txt",
-            error: Some(late),
-        },
+        dir(
+            "a directory with bits over 0o777",
+            false,
+            "/src/sticky",
+            Some(0o1777),
+            Some(invalid(
+                "mode",
+                "permission bits of at most 0o777",
+                "0o1777",
+            )),
+        ),
+        dir(
+            "a directory in the output tree once active",
+            true,
+            "/mnt/session/outputs/sub",
+            None,
+            None,
+        ),
+        file(
+            "writeFile at a mount's root path",
+            false,
+            "/git",
+            Some(root("/git")),
+        ),
+        file(
+            "writeFile at the output tree's root path",
+            false,
+            "/mnt/session/outputs",
+            Some(root("/mnt/session/outputs")),
+        ),
+        file(
+            "writeFile into the output tree once active",
+            true,
+            "/mnt/session/outputs/late.txt",
+            None,
+        ),
+        file(
+            "late writeFile into a read-only mount",
+            true,
+            "/git/late.txt",
+            Some(late.clone()),
+        ),
+        file(
+            "late writeFile into a read-write mount",
+            true,
+            "/src/late.txt",
+            Some(late),
+        ),
     ]
 }
 
@@ -514,8 +637,9 @@ async fn run_write_rows(
             .write_file(WriteFileRequest {
                 instance_id: id.to_owned(),
                 path: row.path.into(),
-                content_base64: Bytes(b"late".to_vec()),
-                mode: None,
+                content_base64: Bytes(row.content.to_vec()),
+                mode: row.mode,
+                kind: row.kind,
             })
             .await;
         let got = match outcome {
@@ -693,8 +817,59 @@ async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head
     if let Err(why) = hostname_is_the_instances(adapter, &id).await {
         failures.push(format!("{name}: HOSTNAME: {why}"));
     }
+    list_output_modes(name, adapter, &id, &mut failures).await;
     adapter.destroy(&id).await.expect("destroy");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The workload makes `x.sh` 0755 and `secret` 0600 in the output tree;
+/// listDir names exactly those bits, and none for `late.txt` (0644,
+/// written by a write row).
+async fn list_output_modes(name: &str, adapter: &Adapter, id: &str, failures: &mut Vec<String>) {
+    let out = |f: &str| format!("{}/{f}", bounds::OUTPUT_PATH);
+    let script = format!(
+        "touch {x} {s}; chmod 755 {x}; chmod 600 {s}",
+        x = out("x.sh"),
+        s = out("secret")
+    );
+    let command = SandboxCommand {
+        executable: "sh".into(),
+        arguments: vec!["-c".into(), script],
+        working_directory: "/".into(),
+        environment: BTreeMap::new(),
+        stdin_base64: None,
+        timeout_seconds: 60,
+        output_limit_bytes: 1 << 20,
+    };
+    match adapter.execute(id, command).await {
+        Ok(r) if r.exit == ExitCause::ExitCode(0) => {}
+        other => {
+            failures.push(format!("{name}: chmod in the output tree: {other:?}"));
+            return;
+        }
+    }
+    let listing = match adapter.list_dir(id, bounds::OUTPUT_PATH, 100).await {
+        Ok(l) => l,
+        Err(e) => {
+            failures.push(format!("{name}: listDir of the output tree: {e}"));
+            return;
+        }
+    };
+    let got: BTreeMap<String, Option<u32>> = listing
+        .entries
+        .iter()
+        .map(|e| (e.path.display(), e.mode))
+        .collect();
+    let want: BTreeMap<String, Option<u32>> = [
+        (out("late.txt"), None),
+        (out("secret"), Some(0o600)),
+        (out("x.sh"), Some(0o755)),
+    ]
+    .into_iter()
+    .collect();
+    if got != want {
+        failures.push(format!("{name}: listDir modes {got:?}, expected {want:?}"));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -327,6 +327,7 @@ fn dir_entry(path: &str) -> DirEntry {
         path: path.into(),
         size_bytes: 1,
         sha256: Some(Digest::parse(PROFILE_DIGEST).unwrap()),
+        mode: None,
     }
 }
 
@@ -373,6 +374,28 @@ async fn list_dir_repeated_entry_is_a_protocol_error() {
         "each path once",
         "/mnt/session/outputs/f0",
     );
+}
+
+#[tokio::test]
+async fn list_dir_mode_over_0777_is_a_protocol_error() {
+    let (h, id) = listing_harness().await;
+    h.provider.on_list_dir(|r| {
+        r.entries[0].mode = Some(0o755);
+        r.entries[1].mode = Some(0o4755);
+    });
+    let f = h.adapter.list_dir(&id, OUT, 10).await.unwrap_err();
+    assert_protocol(
+        only(&f),
+        op::LIST_DIR,
+        "entries[1].mode",
+        "permission bits of at most 0o777 (511)",
+        "2541 (0o4755)",
+    );
+    // Bits within 0o777 pass through as listed.
+    let (h, id) = listing_harness().await;
+    h.provider.on_list_dir(|r| r.entries[0].mode = Some(0o700));
+    let listing = h.adapter.list_dir(&id, OUT, 10).await.unwrap();
+    assert_eq!(listing.entries[0].mode, Some(0o700));
 }
 
 #[tokio::test]

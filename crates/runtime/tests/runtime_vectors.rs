@@ -134,8 +134,9 @@ async fn every_invalid_request_vector_is_refused_by_the_runtime_or_never_sent() 
             }
             "WriteFileRequest" => {
                 let r: WriteFileRequest = typed(v);
+                let kind = r.effective_kind();
                 h.adapter
-                    .write_file_mode(id, &r.path, r.content_base64.0, r.mode)
+                    .write_entry(id, &r.path, kind, r.content_base64.0, r.mode)
                     .await
             }
             "ActiveWriteRequest" => {

@@ -9,6 +9,8 @@
 //! copied. On the host every path component is created or opened relative
 //! to its parent's descriptor with `O_NOFOLLOW`, so a symlink already in
 //! DIR (or a `..` a provider might report) can never redirect a write.
+//! Each file gets exactly the permission bits its listing names (`mode`,
+//! `& 0o777`: no set-id or sticky bit), `0o644` when it names none.
 
 use checkfu_sandbox_contract::Operation;
 use std::os::fd::{AsFd, OwnedFd};
@@ -193,7 +195,7 @@ pub async fn copy_outputs(
                             copied: true,
                         });
                     }
-                    contents.push((components.clone(), bytes));
+                    contents.push((components.clone(), bytes, entry.effective_mode()));
                 }
                 Member::Skip(what) => report.changed.push(Changed {
                     path: entry.path.clone(),
@@ -206,8 +208,8 @@ pub async fn copy_outputs(
         let (copied, unwritten) = tokio::task::spawn_blocking(move || {
             let mut copied = 0;
             let mut unwritten = Vec::new();
-            for (components, bytes) in contents {
-                match write_beneath(&root, &components, &bytes) {
+            for (components, bytes, mode) in contents {
+                match write_beneath(&root, &components, &bytes, mode) {
                     Ok(()) => copied += 1,
                     Err(e) => unwritten.push((
                         SandboxPath::join(OUTPUT_PATH, &components.join(&b'/')),
@@ -365,19 +367,21 @@ fn relative_components(path: &SandboxPath) -> Result<Vec<Vec<u8>>, SandboxFailur
     Ok(parts)
 }
 
-/// Writes `bytes` at `components` beneath `root`, creating directories,
-/// following no symlink ([`checkfu_sandbox_contained::overwrite_beneath`]).
+/// Writes `bytes` at `components` beneath `root` with exactly the
+/// permission bits `mode & 0o777`, creating directories, following no
+/// symlink ([`checkfu_sandbox_contained::overwrite_beneath_mode`]).
 fn write_beneath(
     root: &OwnedFd,
     components: &[Vec<u8>],
     bytes: &[u8],
+    mode: u32,
 ) -> Result<(), checkfu_sandbox_contained::ContainedError> {
     use std::os::unix::ffi::OsStrExt;
     let rel: std::path::PathBuf = components
         .iter()
         .map(|c| std::ffi::OsStr::from_bytes(c))
         .collect();
-    checkfu_sandbox_contained::overwrite_beneath(root.as_fd(), &rel, bytes)
+    checkfu_sandbox_contained::overwrite_beneath_mode(root.as_fd(), &rel, bytes, mode)
 }
 
 #[cfg(test)]
@@ -389,6 +393,7 @@ mod tests {
             path: "/mnt/session/outputs/log.txt".into(),
             size_bytes: content.len() as u64,
             sha256: Some(sha256_digest(content)),
+            mode: None,
         }
     }
 
@@ -485,7 +490,7 @@ mod tests {
             Mode::empty(),
         )
         .unwrap();
-        let err = write_beneath(&root, &["link".into(), "x".into()], b"data").unwrap_err();
+        let err = write_beneath(&root, &["link".into(), "x".into()], b"data", 0o644).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -494,9 +499,9 @@ mod tests {
             "{err:?}"
         );
         std::os::unix::fs::symlink(outside.path().join("f"), dest.path().join("f")).unwrap();
-        assert!(write_beneath(&root, &["f".into()], b"data").is_err());
+        assert!(write_beneath(&root, &["f".into()], b"data", 0o644).is_err());
         assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
-        write_beneath(&root, &["d".into(), "e".into()], b"ok").unwrap();
+        write_beneath(&root, &["d".into(), "e".into()], b"ok", 0o644).unwrap();
         assert_eq!(std::fs::read(dest.path().join("d/e")).unwrap(), b"ok");
     }
 
@@ -509,14 +514,14 @@ mod tests {
             Mode::empty(),
         )
         .unwrap();
-        write_beneath(&root, &[b"bad-\xff".to_vec()], b"bad\n").unwrap();
+        write_beneath(&root, &[b"bad-\xff".to_vec()], b"bad\n", 0o644).unwrap();
         use std::os::unix::ffi::OsStrExt;
         let bad = dest.path().join(std::ffi::OsStr::from_bytes(b"bad-\xff"));
         assert_eq!(std::fs::read(bad).unwrap(), b"bad\n");
         // Longer than a host file name can be (255 bytes): this file fails,
         // the next one is still written.
-        assert!(write_beneath(&root, &[vec![b'n'; 300]], b"x").is_err());
-        write_beneath(&root, &[b"after".to_vec()], b"ok").unwrap();
+        assert!(write_beneath(&root, &[vec![b'n'; 300]], b"x", 0o644).is_err());
+        write_beneath(&root, &[b"after".to_vec()], b"ok", 0o644).unwrap();
         assert_eq!(std::fs::read(dest.path().join("after")).unwrap(), b"ok");
     }
 }

@@ -1,6 +1,7 @@
 //! The memory oracle served over a real Unix socket pair: rollback
 //! handles, commit, cancellation of allocating calls, the initialize
-//! refusal, and openProcess's credit window, offsets and exit frame.
+//! refusal, writeFile's `kind` and `mode` and listDir's `mode` both ways,
+//! and openProcess's credit window, offsets and exit frame.
 
 mod common;
 
@@ -91,6 +92,78 @@ async fn an_allocating_call_the_runner_abandons_is_rolled_back_exactly_once_by_t
         mem.live_instances().is_empty(),
         "{:?}",
         mem.live_instances()
+    );
+}
+
+#[tokio::test]
+async fn a_directory_write_and_listed_bits_cross_the_wire() {
+    let mem = memory();
+    let client = served(Arc::new(mem.clone()), WireOptions::default()).await;
+    let handoff = client.provision(request()).await.unwrap();
+    let id = handoff.value.instance_id.clone();
+    drop(handoff);
+    let write = |path: &str, kind, content: &[u8], mode| WriteFileRequest {
+        instance_id: id.clone(),
+        path: path.into(),
+        content_base64: Bytes(content.to_vec()),
+        mode,
+        kind,
+    };
+    let out = |name: &str| format!("{}/{name}", bounds::OUTPUT_PATH);
+    client
+        .write_file(write(
+            &out("d"),
+            Some(WriteKind::Directory),
+            b"",
+            Some(0o700),
+        ))
+        .await
+        .unwrap();
+    client
+        .write_file(write(&out("d/x.sh"), None, b"run", Some(0o755)))
+        .await
+        .unwrap();
+    client
+        .write_file(write(&out("plain"), None, b"p", None))
+        .await
+        .unwrap();
+    // The provider's own refusal crosses back typed, naming both values.
+    let e = client
+        .write_file(write(&out("e"), Some(WriteKind::Directory), b"abc", None))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        SandboxError::invalid_request(
+            checkfu_sandbox_contract::provider::op::WRITE_FILE,
+            "content_base64",
+            "empty content for kind directory",
+            "3 bytes",
+        )
+    );
+    client
+        .activate(ActivateRequest {
+            instance_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    let listing = SandboxProvider::list_dir(&client)
+        .expect("memory lists")
+        .list_dir(ListDirRequest {
+            instance_id: id.clone(),
+            root: bounds::OUTPUT_PATH.into(),
+            max_entries: 10,
+        })
+        .await
+        .unwrap();
+    let modes: Vec<(String, Option<u32>)> = listing
+        .entries
+        .iter()
+        .map(|e| (e.path.display(), e.mode))
+        .collect();
+    assert_eq!(
+        modes,
+        vec![(out("d/x.sh"), Some(0o755)), (out("plain"), None)]
     );
 }
 

@@ -44,9 +44,11 @@ scope, another provider, an unknown id or an expired snapshot is refused (exit 1
 the field and both values). `checkfu sandbox cleanup` sweeps expired snapshots.
 
 Mounts are copies: every file under HOST_DIR (or of REPO_PATH at REV) is staged into
-the sandbox through writeFile before activation; nothing the workload does reaches
-the host, except what --outputs copies out of /mnt/session/outputs (regular files
-only, never outside DIR). A file over 16 MiB is not copied: each is named on stderr
+the sandbox through writeFile before activation, with its permission bits, and every
+directory of HOST_DIR exists with its bits (Git records no empty directory); nothing
+the workload does reaches the host, except what --outputs copies out of
+/mnt/session/outputs (regular files only, each with its permission bits, never
+outside DIR). A file over 16 MiB is not copied: each is named on stderr
 with its size, the rest is copied. The default mount access is rw. A Git mount is
 read-only.
 

@@ -14,6 +14,8 @@
 use std::path::Path;
 use std::process::Command;
 
+pub mod tree;
+
 pub use checkfu_test_support::cli::{
     assert_one_line_failure, code, describe, failure_lines, git_repo, output, pattern,
     scope_objects, stderr, stdout, write, DockerEnv, Watched,

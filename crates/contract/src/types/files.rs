@@ -20,26 +20,72 @@ pub struct WriteFileRequest {
     /// Content, at most 16 MiB.
     pub content_base64: Bytes,
     /// Permission bits of the file written (`0o000..=0o777`, a JSON
-    /// integer, e.g. `493` for `0o755`). Absent means `0o644`. No set-id
-    /// or sticky bits. The provider applies exactly these bits (no umask)
+    /// integer, e.g. `493` for `0o755`). Absent means `0o644` (`0o755`
+    /// for a directory, see `kind`). No set-id or sticky bits. The provider applies exactly these bits (no umask)
     /// and creates every missing parent directory (`0o755`). Added to
     /// `checkfu.sandbox/v1` as an optional member: a request that needs
     /// no more than `0o644` omits it (decision 016).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(max = 511)))]
     pub mode: Option<u32>,
+    /// What to create at `path`: `"file"` (the default when absent) or
+    /// `"directory"`. A directory write carries empty `content_base64`;
+    /// the provider creates the directory (and every missing parent,
+    /// `0o755`) or keeps the one there, and applies `mode` exactly
+    /// (absent means `0o755` for a directory). Writing a directory where a
+    /// file is, or a file where a directory is, fails. Added to
+    /// `checkfu.sandbox/v1` as an optional member: a file write omits it
+    /// (decision `039-directories-and-output-modes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<WriteKind>,
 }
 
-/// The permission bits a writeFile without `mode` applies (`0o644`).
+/// What a writeFile creates (`WriteFileRequest.kind`). Closed; append-only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum WriteKind {
+    /// A regular file holding `content_base64` (what writeFile wrote
+    /// before the member existed).
+    File,
+    /// A directory: `content_base64` is empty.
+    Directory,
+}
+
+/// The permission bits a writeFile without `mode` applies to a file
+/// (`0o644`).
 pub const DEFAULT_FILE_MODE: u32 = 0o644;
 
-/// The largest permission bits writeFile accepts (`0o777`).
+/// The permission bits a writeFile without `mode` applies to a directory,
+/// and those of every missing parent a writeFile creates (`0o755`).
+pub const DEFAULT_DIRECTORY_MODE: u32 = 0o755;
+
+/// The largest permission bits writeFile accepts, and listDir reports
+/// (`0o777`).
 pub const MAX_FILE_MODE: u32 = 0o777;
 
+impl WriteKind {
+    /// The bits a write of this kind applies when `mode` is absent:
+    /// [`DEFAULT_FILE_MODE`] or [`DEFAULT_DIRECTORY_MODE`].
+    pub fn default_mode(self) -> u32 {
+        match self {
+            WriteKind::File => DEFAULT_FILE_MODE,
+            WriteKind::Directory => DEFAULT_DIRECTORY_MODE,
+        }
+    }
+}
+
 impl WriteFileRequest {
-    /// The permission bits to apply: `mode`, or [`DEFAULT_FILE_MODE`].
+    /// What the write creates: `kind`, or [`WriteKind::File`].
+    pub fn effective_kind(&self) -> WriteKind {
+        self.kind.unwrap_or(WriteKind::File)
+    }
+
+    /// The permission bits to apply: `mode`, or the kind's default
+    /// ([`WriteKind::default_mode`]).
     pub fn effective_mode(&self) -> u32 {
-        self.mode.unwrap_or(DEFAULT_FILE_MODE)
+        self.mode
+            .unwrap_or_else(|| self.effective_kind().default_mode())
     }
 }
 
@@ -187,6 +233,27 @@ pub struct DirEntry {
     /// reads it (decision 018).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<Digest>,
+    /// The file's permission bits (`st_mode & 0o777`: `0o000..=0o777`, a
+    /// JSON integer, no set-id or sticky bits). Absent means `0o644`; a
+    /// provider leaves it absent for `0o644` files. The output copy
+    /// applies exactly these bits. Added to `checkfu.sandbox/v1` as an
+    /// optional member (decision `039-directories-and-output-modes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(max = 511)))]
+    pub mode: Option<u32>,
+}
+
+impl DirEntry {
+    /// The permission bits listed: `mode`, or [`DEFAULT_FILE_MODE`].
+    pub fn effective_mode(&self) -> u32 {
+        self.mode.unwrap_or(DEFAULT_FILE_MODE)
+    }
+
+    /// The `mode` member a provider reports for a file whose permission
+    /// bits are `bits`: `bits & 0o777`, absent when that is `0o644`.
+    pub fn listed_mode(bits: u32) -> Option<u32> {
+        Some(bits & MAX_FILE_MODE).filter(|m| *m != DEFAULT_FILE_MODE)
+    }
 }
 
 /// listDir's result.

@@ -431,4 +431,38 @@ pub(super) fn decode_invalid(v: &mut Vectors) {
         "mode",
         "rejects",
     );
+    let write_kind = |kind: Value| json!({"instance_id": "inst-1", "path": "/workspace/project/d", "content_base64": "", "kind": kind});
+    v.bad_decode(
+        "write-file-kind-unknown",
+        "A kind outside the closed set file, directory.",
+        "WriteFileRequest",
+        write_kind(json!("symlink")),
+        "kind",
+        "rejects",
+    );
+    v.bad_decode(
+        "write-file-kind-number",
+        "A kind that is not a string.",
+        "WriteFileRequest",
+        write_kind(json!(1)),
+        "kind",
+        "rejects",
+    );
+    let listed = |mode: Value| json!({"entries": [{"path": "/mnt/session/outputs/x.sh", "size_bytes": 1, "sha256": format!("sha256:{}", "3".repeat(64)), "mode": mode}]});
+    v.bad_decode(
+        "list-dir-entry-mode-string",
+        "A listed file's permission bits as an octal string instead of a JSON integer.",
+        "ListDirResult",
+        listed(json!("0755")),
+        "entries[0].mode",
+        "rejects",
+    );
+    v.bad_decode(
+        "list-dir-entry-mode-negative",
+        "Negative permission bits on a listed file.",
+        "ListDirResult",
+        listed(json!(-1)),
+        "entries[0].mode",
+        "rejects",
+    );
 }

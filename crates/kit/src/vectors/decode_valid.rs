@@ -67,6 +67,7 @@ pub(super) fn decode_valid(v: &mut Vectors) {
             path: "/mnt/session/outputs/a.txt".into(),
             content_base64: Bytes::from("hi"),
             mode: None,
+            kind: None,
         }),
     );
     v.ok_decode(
@@ -74,6 +75,18 @@ pub(super) fn decode_valid(v: &mut Vectors) {
         "Permission bits as a JSON integer: 493 is 0o755 (absent means 0o644).",
         "WriteFileRequest",
         json!({"instance_id": "inst-1", "path": "/workspace/project/run.sh", "content_base64": "YQ==", "mode": 493}),
+    );
+    v.ok_decode(
+        "decode-write-file-request-directory",
+        "A directory write: kind directory, empty content, its permission bits (448 is 0o700; absent means 0o755).",
+        "WriteFileRequest",
+        json!({"instance_id": "inst-1", "path": "/workspace/project/private", "content_base64": "", "kind": "directory", "mode": 448}),
+    );
+    v.ok_decode(
+        "decode-write-file-request-kind-file",
+        "kind file stated: the same as kind absent.",
+        "WriteFileRequest",
+        json!({"instance_id": "inst-1", "path": "/workspace/project/a", "content_base64": "YQ==", "kind": "file"}),
     );
     v.ok_decode(
         "decode-activate-request",
@@ -149,6 +162,12 @@ pub(super) fn decode_valid(v: &mut Vectors) {
         json!({"instance_id": "inst-1", "root": "/workspace/project", "max_entries": 100000}),
     );
     v.ok_decode("decode-list-dir-result", "Regular files with size and SHA-256.", "ListDirResult", json!({"entries": [{"path": "/workspace/project/a", "size_bytes": 5, "sha256": digest('3')}]}));
+    v.ok_decode(
+        "decode-list-dir-result-mode",
+        "A listed file's permission bits (493 is 0o755); absent means 0o644.",
+        "ListDirResult",
+        json!({"entries": [{"path": "/mnt/session/outputs/x.sh", "size_bytes": 5, "sha256": digest('3'), "mode": 493}]}),
+    );
     v.ok_decode(
         "decode-list-dir-result-large-unhashed",
         "A file over 16 MiB listed without a digest: its body is never read.",

@@ -54,6 +54,31 @@ pub(super) fn validate_other(v: &mut Vectors) {
     v.ok_validate("validate-write-file-baseline", "A normalized path and small content.", ty, json!({"request": {"instance_id": "inst-1", "path": "/mnt/session/outputs/a", "content_base64": "YQ=="}}));
     v.bad_validate("validate-write-file-empty-component", "A path with an empty component.", ty, json!({"request": {"instance_id": "inst-1", "path": "/mnt/session//outputs/a", "content_base64": "YQ=="}}), "write_file", "path", "accepts");
     v.ok_validate("validate-write-file-mode-0777", "The largest permission bits, 0o777 (511).", ty, json!({"request": {"instance_id": "inst-1", "path": "/workspace/project/run.sh", "content_base64": "YQ==", "mode": 511}}));
+    let dir = |content: &str, mode: u32| json!({"request": {"instance_id": "inst-1", "path": "/workspace/project/private", "content_base64": content, "kind": "directory", "mode": mode}});
+    v.ok_validate(
+        "validate-write-file-directory",
+        "A directory with empty content and bits 0o700 (448).",
+        ty,
+        dir("", 0o700),
+    );
+    v.bad_validate(
+        "validate-write-file-directory-with-content",
+        "A directory write carrying content: a directory has no bytes.",
+        ty,
+        dir("YQ==", 0o755),
+        "write_file",
+        "content_base64",
+        "accepts",
+    );
+    v.bad_validate(
+        "validate-write-file-directory-mode-over-0777",
+        "A directory with bits 0o1777 (1023): the sticky bit is not part of writeFile.",
+        ty,
+        dir("", 0o1777),
+        "write_file",
+        "mode",
+        "rejects",
+    );
     v.bad_validate("validate-write-file-mode-over-0777", "Permission bits 0o1000 (512): set-id and sticky bits are not part of writeFile.", ty, json!({"request": {"instance_id": "inst-1", "path": "/workspace/project/run.sh", "content_base64": "YQ==", "mode": 512}}), "write_file", "mode", "rejects");
 
     let ty = "ActiveWriteRequest";

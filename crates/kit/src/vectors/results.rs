@@ -145,6 +145,26 @@ fn listings(v: &mut Vectors) {
         ty,
         json!({"request": list_request(2), "result": {"entries": [{"path": p("big"), "size_bytes": MAX_READ_FILE_BYTES + 1}]}}),
     );
+    v.ok_result(
+        "result-list-dir-modes",
+        "Files with their permission bits (0o755, 0o600), and one without (0o644).",
+        ty,
+        json!({"request": list_request(3), "result": {"entries": [
+            {"path": p("x.sh"), "size_bytes": 3, "sha256": digest, "mode": 0o755},
+            {"path": p("secret"), "size_bytes": 3, "sha256": digest, "mode": 0o600},
+            entry("plain", 3),
+        ]}}),
+    );
+    v.bad_result(
+        "result-list-dir-mode-over-0777",
+        "A listed file with bits 0o4755 (2541): set-id bits are not part of a listing.",
+        ty,
+        json!({"request": list_request(2), "result": {"entries": [{"path": p("x"), "size_bytes": 3, "sha256": digest, "mode": 0o4755}]}}),
+        "list_dir",
+        "entries[0].mode",
+        "permission bits of at most 0o777 (511)",
+        "2541 (0o4755)",
+    );
     v.bad_result(
         "result-list-dir-over-max-entries",
         "Three entries for max_entries 2.",

@@ -227,39 +227,6 @@ impl Exec<'_> {
         Ok(code)
     }
 
-    /// `chmod MODE FILE...` with an octal MODE.
-    pub(super) fn chmod(&mut self, args: &[String]) -> Result<u8, Abort> {
-        let (_, ops) = Self::operands(args);
-        let Some((mode, files)) = ops.split_first() else {
-            self.err("chmod: missing operand".into())?;
-            return Ok(1);
-        };
-        let Ok(bits) = u32::from_str_radix(mode, 8) else {
-            self.err(format!(
-                "chmod: invalid mode '{mode}' (the memory oracle takes octal modes)"
-            ))?;
-            return Ok(1);
-        };
-        if files.is_empty() {
-            self.err(format!("chmod: missing operand after '{mode}'"))?;
-            return Ok(1);
-        }
-        let mut code = 0;
-        for f in files {
-            let result = match self.fs.resolve(&self.cwd, f, true) {
-                Err(e) => Err(walk_message(e)),
-                Ok((_, None)) => Err("No such file or directory"),
-                Ok((physical, Some(_))) => self
-                    .writable(&physical)
-                    .map(|()| self.fs.set_mode(&physical, bits & 0o777)),
-            };
-            if let Err(msg) = result {
-                self.err(format!("chmod: {f}: {msg}"))?;
-                code = 1;
-            }
-        }
-        Ok(code)
-    }
 
     /// `setsid [-c|-f|-w] PROG ARGS`: runs its command (the oracle has no
     /// sessions to leave).

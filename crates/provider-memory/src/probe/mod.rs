@@ -22,6 +22,7 @@ mod builtins;
 mod control;
 mod expand;
 mod files;
+mod modes;
 mod parse;
 mod shell;
 
@@ -413,6 +414,7 @@ impl Exec<'_> {
             "printf" => self.printf(args),
             "dd" => self.dd(args),
             "chmod" => self.chmod(args),
+            "stat" => self.stat(args),
             "setsid" => self.setsid(args),
             "hostname" => {
                 let name = format!("{}\n", crate::image::INSTANCE_HOSTNAME);

@@ -1,7 +1,7 @@
 //! The parser of the oracle's shell subset: recursive descent over the
 //! script's characters into a [`List`].
 //!
-//! The subset (decision 0XX, "oracle shell subset"): lists with `;`,
+//! The subset (decision 037, "oracle shell subset"): lists with `;`,
 //! newlines, `&&`, `||` and `&`; `while LIST; do LIST; done`; simple
 //! commands with leading `NAME=value` assignments; redirections `>`, `>>`,
 //! `<`, `>|` and `>&1`/`>&2` on descriptors 0 to 2; single and double

@@ -1,5 +1,5 @@
 //! Background jobs of the shell subset advance when a member observes
-//! their instance (decision 0XX, "oracle shell subset"): execute, readFile,
+//! their instance (decision 037, "oracle shell subset"): execute, readFile,
 //! readFiles, listDir and listProjectDir each take one step of every job
 //! first, so a listing and a later read can see a file still being
 //! written.

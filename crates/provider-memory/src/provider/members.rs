@@ -175,6 +175,7 @@ impl ListDirMember for Inner {
                         // A body no member can return is not hashed
                         // (decision 018); a hole over it is never read.
                         sha256: (view.size_bytes <= MAX_FILE_BYTES).then(|| sha256_of(&view)),
+                        mode: DirEntry::listed_mode(record.fs.mode(path)),
                     })
                 }
                 _ => None,

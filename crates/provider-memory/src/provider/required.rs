@@ -56,6 +56,15 @@ impl SandboxProvider for MemoryProvider {
                 actual_bytes: size,
             });
         }
+        let kind = request.effective_kind();
+        if kind == WriteKind::Directory && size > 0 {
+            return Err(SandboxError::invalid_request(
+                op::WRITE_FILE,
+                "content_base64",
+                "empty content for kind directory",
+                format!("{size} bytes"),
+            ));
+        }
         let seal_ignored = self.inner.has(Fault::SealIgnored);
         let mut st = self.inner.lock();
         let record = st.instance(&request.instance_id)?;
@@ -154,9 +163,6 @@ impl SandboxProvider for MemoryProvider {
         if sealed && landing_access == Some(MountAccess::ReadOnly) {
             return Err(fail(FailureReason::ReadOnly, "read-only file system"));
         }
-        if let Some(FsNode::Directory) = record.fs.get(&target) {
-            return Err(fail(FailureReason::NotRegularFile, "is a directory"));
-        }
         let mode = request.effective_mode();
         if mode > MAX_FILE_MODE {
             return Err(SandboxError::invalid_request(
@@ -166,10 +172,25 @@ impl SandboxProvider for MemoryProvider {
                 format!("0o{mode:o}"),
             ));
         }
-        // Replaces a link or special file there (rename semantics).
-        record
-            .fs
-            .insert(&target, FsNode::File(request.content_base64.0));
+        match (kind, record.fs.get(&target)) {
+            (WriteKind::File, Some(FsNode::Directory)) => {
+                return Err(fail(FailureReason::NotRegularFile, "is a directory"))
+            }
+            // Replaces a link or special file there (rename semantics).
+            (WriteKind::File, _) => record
+                .fs
+                .insert(&target, FsNode::File(request.content_base64.0)),
+            // A directory there is kept (its entries too); a link is never
+            // followed, as openat2(RESOLVE_NO_SYMLINKS) refuses it.
+            (WriteKind::Directory, Some(FsNode::Directory)) => {}
+            (WriteKind::Directory, None) => record.fs.insert(&target, FsNode::Directory),
+            (WriteKind::Directory, Some(FsNode::Symlink(_))) => {
+                return Err(fail(FailureReason::OutsideRoot, "is a symbolic link"))
+            }
+            (WriteKind::Directory, Some(_)) => {
+                return Err(fail(FailureReason::NotRegularFile, "is not a directory"))
+            }
+        }
         record.fs.set_mode(&target, mode);
         Ok(())
     }

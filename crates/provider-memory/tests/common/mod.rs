@@ -111,6 +111,7 @@ pub async fn active_with(
             path: path.to_string().into(),
             content_base64: Bytes(bytes.to_vec()),
             mode: None,
+            kind: None,
         })
         .await
         .unwrap();

@@ -45,6 +45,50 @@ impl Adapter {
         content: Vec<u8>,
         mode: Option<u32>,
     ) -> Res<()> {
+        self.write_entry(instance_id, path, WriteKind::File, content, mode)
+            .await
+    }
+
+    /// writeFile of a directory (`kind: "directory"`): the provider creates
+    /// it (or keeps the one there) with exactly `mode` (`None` and
+    /// `Some(0o755)` send no `mode` member). Admission as
+    /// [`Adapter::write_file`] (decision
+    /// `039-directories-and-output-modes`).
+    ///
+    /// # Errors
+    /// As [`Adapter::write_file_mode`].
+    ///
+    /// # Cancel safety
+    /// As [`Adapter::write_file`]; a repeat creates nothing new.
+    pub async fn write_directory(
+        &self,
+        instance_id: &str,
+        path: impl Into<SandboxPath>,
+        mode: Option<u32>,
+    ) -> Res<()> {
+        self.write_entry(instance_id, path, WriteKind::Directory, Vec::new(), mode)
+            .await
+    }
+
+    /// writeFile with every member: `kind`, `content` and `mode`. The
+    /// members that say nothing new are not sent (`kind` for a file, `mode`
+    /// equal to the kind's default), so such a request is byte-identical to
+    /// one of a provider that predates them.
+    ///
+    /// # Errors
+    /// As [`Adapter::write_file_mode`]; `invalid_request{write_file,
+    /// content_base64}` for a directory with content.
+    ///
+    /// # Cancel safety
+    /// As [`Adapter::write_file`].
+    pub async fn write_entry(
+        &self,
+        instance_id: &str,
+        path: impl Into<SandboxPath>,
+        kind: WriteKind,
+        content: Vec<u8>,
+        mode: Option<u32>,
+    ) -> Res<()> {
         let path = &path.into();
         if let Some(m) = mode.filter(|m| *m > MAX_FILE_MODE) {
             return Err(SandboxError::invalid_request(
@@ -55,7 +99,16 @@ impl Adapter {
             )
             .into());
         }
-        let mode = mode.filter(|m| *m != DEFAULT_FILE_MODE);
+        if kind == WriteKind::Directory && !content.is_empty() {
+            return Err(SandboxError::invalid_request(
+                op::WRITE_FILE,
+                "content_base64",
+                "empty content for kind directory",
+                format!("{} bytes", content.len()),
+            )
+            .into());
+        }
+        let mode = mode.filter(|m| *m != kind.default_mode());
         let rec = self.admit(
             op::WRITE_FILE,
             instance_id,
@@ -92,6 +145,7 @@ impl Adapter {
             path: path.to_owned(),
             content_base64: Bytes(content),
             mode,
+            kind: (kind != WriteKind::File).then_some(kind),
         };
         checks::first_refusal(op::WRITE_FILE, validate::write_file_request(&request))?;
         self.provider()

@@ -245,6 +245,7 @@ pub struct Inner {
     gates: Mutex<HashMap<String, Gate>>,
     calls: Mutex<Vec<String>>,
     read_file_requests: Mutex<Vec<ReadFileRequest>>,
+    write_file_requests: Mutex<Vec<WriteFileRequest>>,
     read_files_requests: Mutex<Vec<ReadFilesRequest>>,
     cleanup_requests: Mutex<Vec<CleanupRequest>>,
     rollback: Mutex<Behaviour>,
@@ -294,6 +295,7 @@ impl Scripted {
             gates: Mutex::default(),
             calls: Mutex::default(),
             read_file_requests: Mutex::default(),
+            write_file_requests: Mutex::default(),
             read_files_requests: Mutex::default(),
             cleanup_requests: Mutex::default(),
             rollback: Mutex::new(Behaviour::Succeed),
@@ -448,6 +450,11 @@ impl Inner {
     /// Forgets the call log.
     pub fn clear_calls(&self) {
         lock(&self.calls).clear();
+    }
+
+    /// Every writeFile request seen, as the provider received it.
+    pub fn write_file_requests(&self) -> Vec<WriteFileRequest> {
+        lock(&self.write_file_requests).clone()
     }
 
     /// Every readFile request seen.
@@ -750,6 +757,7 @@ impl SandboxProvider for Scripted {
 
     async fn write_file(&self, request: WriteFileRequest) -> Result<(), SandboxError> {
         self.enter(op::WRITE_FILE).await?;
+        lock(&self.write_file_requests).push(request.clone());
         if !lock(&self.store)
             .instances
             .contains_key(&request.instance_id)
@@ -1154,6 +1162,7 @@ impl ListDirMember for Scripted {
                     path: path.into(),
                     size_bytes: c.len() as u64,
                     sha256: Some(sha256(&c)),
+                    mode: None,
                 })
                 .collect(),
         };
