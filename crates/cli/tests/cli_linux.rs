@@ -54,7 +54,7 @@ fn env(
 
 /// Cgroup directories of `scope` still present.
 fn scope_cgroups(scope: &str) -> Vec<PathBuf> {
-    ["", "memory", "pids", "cpu"]
+    ["", "memory", "pids", "cpu", "freezer"]
         .iter()
         .map(|h| {
             Path::new("/sys/fs/cgroup")

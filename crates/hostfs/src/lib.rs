@@ -1,6 +1,10 @@
 //! Host file trees a sandbox provider owns, shared by the providers that
 //! keep them (Docker, Linux namespaces):
 //!
+//! * [`active_write`]: beginActiveWrite's journal, pause token,
+//!   publication by rename and recovery, behind the small
+//!   [`active_write::ActiveWriteHost`] trait a provider implements (how
+//!   its workload is paused and resumed, how an instance is looked up);
 //! * [`busybox`]: finding a static busybox (the given path, else Debian's
 //!   `busybox-static` fetched with `apt-get download` into a cache);
 //! * [`rootfs`]: the checked busybox and the deterministic root file
@@ -25,6 +29,7 @@
 //! Everything inside a directory a workload can write is touched only
 //! through [`checkfu_sandbox_contained`].
 
+pub mod active_write;
 pub mod archive;
 pub mod busybox;
 pub mod errors;

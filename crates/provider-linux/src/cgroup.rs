@@ -1,6 +1,9 @@
 //! Per-instance cgroups: memory, pids and CPU limits on cgroup v1 (one
 //! directory per controller hierarchy) or v2 (one directory in the unified
-//! hierarchy).
+//! hierarchy), and the freezer that pauses an instance's workload for
+//! beginActiveWrite where the host has one ([`FreezerSupport`]: v1's
+//! `freezer` hierarchy, `freezer.state` `FROZEN`/`THAWED`; v2's
+//! `cgroup.freeze`).
 //!
 //! Every instance gets `<hierarchy>/checkfu-linux/<scope>/<instance id>`;
 //! its init and every command join it before they run anything of the
@@ -23,6 +26,14 @@ pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 pub const CGROUP_PARENT: &str = "checkfu-linux";
 /// The CFS period used for CPU quotas, in microseconds.
 pub const CPU_PERIOD_MICROS: u64 = 100_000;
+/// The v1 controllers every instance joins (the freezer too where
+/// [`FreezerSupport`] found it).
+pub const V1_CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
+/// The v1 freezer hierarchy's directory under [`CGROUP_ROOT`].
+pub const V1_FREEZER: &str = "freezer";
+/// How long [`InstanceCgroups::freeze`] and [`InstanceCgroups::thaw`] wait
+/// for the kernel to report the new state.
+pub const FREEZE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Which cgroup version the host runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,10 +50,78 @@ pub fn detect() -> Option<CgroupVersion> {
     if root.join("cgroup.controllers").exists() {
         return Some(CgroupVersion::V2);
     }
-    let v1 = ["memory", "pids", "cpu"]
+    let v1 = V1_CONTROLLERS
         .iter()
         .all(|c| root.join(c).join("cgroup.procs").exists());
     v1.then_some(CgroupVersion::V1)
+}
+
+/// Whether this host can pause an instance's workload (the cgroup
+/// freezer), which beginActiveWrite needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FreezerSupport {
+    /// v1 with a `freezer` hierarchy, or v2 with `cgroup.freeze`.
+    Available(CgroupVersion),
+    /// No freezer; the reason names what is missing.
+    Unavailable(String),
+}
+
+impl FreezerSupport {
+    /// Looks for the freezer: v1's `/sys/fs/cgroup/freezer` hierarchy, or
+    /// on v2 a `cgroup.freeze` file in this process's own cgroup or in a
+    /// child of the root (the root has none). Nothing is changed.
+    pub fn probe() -> FreezerSupport {
+        let root = Path::new(CGROUP_ROOT);
+        match detect() {
+            None => FreezerSupport::Unavailable("no usable cgroup hierarchy".into()),
+            Some(CgroupVersion::V1) => {
+                if root.join(V1_FREEZER).join("cgroup.procs").exists() {
+                    FreezerSupport::Available(CgroupVersion::V1)
+                } else {
+                    FreezerSupport::Unavailable(format!(
+                        "cgroup v1 without a freezer hierarchy ({}/{V1_FREEZER})",
+                        root.display()
+                    ))
+                }
+            }
+            Some(CgroupVersion::V2) => {
+                let own = fs::read_to_string("/proc/self/cgroup")
+                    .ok()
+                    .and_then(|s| {
+                        s.lines()
+                            .find_map(|l| l.strip_prefix("0::").map(str::to_owned))
+                    })
+                    .map(|p| root.join(p.trim_start_matches('/')));
+                let children = fs::read_dir(root)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Result::ok)
+                    .map(|e| e.path());
+                if own
+                    .into_iter()
+                    .chain(children)
+                    .any(|d| d != root && d.join("cgroup.freeze").exists())
+                {
+                    FreezerSupport::Available(CgroupVersion::V2)
+                } else {
+                    FreezerSupport::Unavailable(
+                        "cgroup v2 without cgroup.freeze (a kernel before 5.2)".into(),
+                    )
+                }
+            }
+        }
+    }
+
+    /// [`FreezerSupport::probe`], run once per process.
+    pub fn probe_cached() -> FreezerSupport {
+        static PROBED: std::sync::OnceLock<FreezerSupport> = std::sync::OnceLock::new();
+        PROBED.get_or_init(FreezerSupport::probe).clone()
+    }
+
+    /// Whether workloads can be paused.
+    pub fn is_available(&self) -> bool {
+        matches!(self, FreezerSupport::Available(_))
+    }
 }
 
 /// The cgroup directories of one instance.
@@ -50,6 +129,34 @@ pub fn detect() -> Option<CgroupVersion> {
 pub struct InstanceCgroups {
     version: CgroupVersion,
     dirs: Vec<PathBuf>,
+    /// The directory whose freezer pauses the instance (v1: the `freezer`
+    /// hierarchy's, also in `dirs`; v2: the one directory), when the host
+    /// has a freezer.
+    freezer: Option<PathBuf>,
+}
+
+/// What a freezer reports.
+fn freezer_state(version: CgroupVersion, dir: &Path) -> io::Result<bool> {
+    match version {
+        CgroupVersion::V1 => {
+            let p = dir.join("freezer.state");
+            let s = fs::read_to_string(&p).map_err(|e| io_at(&p, e))?;
+            // FREEZING counts: a freeze was asked for and holds the tasks it reached.
+            Ok(s.trim() != "THAWED")
+        }
+        CgroupVersion::V2 => {
+            let p = dir.join("cgroup.freeze");
+            let asked = fs::read_to_string(&p).map_err(|e| io_at(&p, e))?;
+            Ok(asked.trim() == "1" || v2_frozen(dir)?)
+        }
+    }
+}
+
+/// `frozen 1` in a v2 group's `cgroup.events`.
+fn v2_frozen(dir: &Path) -> io::Result<bool> {
+    let p = dir.join("cgroup.events");
+    let events = fs::read_to_string(&p).map_err(|e| io_at(&p, e))?;
+    Ok(events.lines().any(|l| l.trim() == "frozen 1"))
 }
 
 fn io_at(path: &Path, e: io::Error) -> io::Error {
@@ -69,19 +176,132 @@ impl InstanceCgroups {
     pub fn new(version: CgroupVersion, scope: &str, instance_id: &str) -> Self {
         let root = Path::new(CGROUP_ROOT);
         let leaf = |base: PathBuf| base.join(CGROUP_PARENT).join(scope).join(instance_id);
-        let dirs = match version {
-            CgroupVersion::V1 => ["memory", "pids", "cpu"]
-                .iter()
-                .map(|c| leaf(root.join(c)))
-                .collect(),
-            CgroupVersion::V2 => vec![leaf(root.to_path_buf())],
+        let has_freezer = FreezerSupport::probe_cached().is_available();
+        let (dirs, freezer) = match version {
+            CgroupVersion::V1 => {
+                let mut dirs: Vec<PathBuf> =
+                    V1_CONTROLLERS.iter().map(|c| leaf(root.join(c))).collect();
+                let freezer = has_freezer.then(|| leaf(root.join(V1_FREEZER)));
+                dirs.extend(freezer.clone());
+                (dirs, freezer)
+            }
+            CgroupVersion::V2 => {
+                let dir = leaf(root.to_path_buf());
+                (vec![dir.clone()], has_freezer.then_some(dir))
+            }
         };
-        InstanceCgroups { version, dirs }
+        InstanceCgroups {
+            version,
+            dirs,
+            freezer,
+        }
     }
 
     /// The directories (one per v1 hierarchy, or one).
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs
+    }
+
+    /// Whether the instance's workload is paused (frozen or freezing, by
+    /// anyone); `None` when the host has no freezer or the group does not
+    /// exist.
+    ///
+    /// # Errors
+    ///
+    /// A freezer file that exists but cannot be read.
+    pub fn frozen(&self) -> io::Result<Option<bool>> {
+        let Some(dir) = &self.freezer else {
+            return Ok(None);
+        };
+        if !dir.exists() {
+            return Ok(None);
+        }
+        freezer_state(self.version, dir).map(Some)
+    }
+
+    /// Freezes every process of the instance and returns once the kernel
+    /// reports the group frozen (no task of it runs), within
+    /// [`FREEZE_BOUND`]; on timeout the group is thawed again.
+    ///
+    /// # Errors
+    ///
+    /// No freezer, a freezer file that cannot be written, or the timeout.
+    pub fn freeze(&self) -> io::Result<()> {
+        let dir = self.freezer_dir()?;
+        let deadline = std::time::Instant::now() + FREEZE_BOUND;
+        loop {
+            let done = match self.version {
+                CgroupVersion::V1 => {
+                    // Each write retries the tasks a previous one missed.
+                    write_file(&dir.join("freezer.state"), "FROZEN")?;
+                    let p = dir.join("freezer.state");
+                    fs::read_to_string(&p).map_err(|e| io_at(&p, e))?.trim() == "FROZEN"
+                }
+                CgroupVersion::V2 => {
+                    write_file(&dir.join("cgroup.freeze"), "1")?;
+                    v2_frozen(dir)?
+                }
+            };
+            if done {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = self.thaw();
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{}: not frozen within {} s",
+                        dir.display(),
+                        FREEZE_BOUND.as_secs()
+                    ),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Thaws the instance's processes and returns once the kernel reports
+    /// the group thawed, within [`FREEZE_BOUND`]. A group that does not
+    /// exist is thawed.
+    ///
+    /// # Errors
+    ///
+    /// No freezer, a freezer file that cannot be written, or the timeout.
+    pub fn thaw(&self) -> io::Result<()> {
+        let dir = self.freezer_dir()?;
+        if !dir.exists() {
+            return Ok(());
+        }
+        let deadline = std::time::Instant::now() + FREEZE_BOUND;
+        loop {
+            match self.version {
+                CgroupVersion::V1 => write_file(&dir.join("freezer.state"), "THAWED")?,
+                CgroupVersion::V2 => write_file(&dir.join("cgroup.freeze"), "0")?,
+            }
+            if !freezer_state(self.version, dir)? {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{}: not thawed within {} s",
+                        dir.display(),
+                        FREEZE_BOUND.as_secs()
+                    ),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    fn freezer_dir(&self) -> io::Result<&PathBuf> {
+        self.freezer.as_ref().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this host has no cgroup freezer",
+            )
+        })
     }
 
     /// Creates the directories and writes the limits of `resources`.
@@ -184,7 +404,7 @@ impl InstanceCgroups {
         pids
     }
 
-    /// Kills every member (SIGKILL), then removes the directories (and the
+    /// Thaws the group, kills every member (SIGKILL), then removes the directories (and the
     /// scope's and the provider's parent directories when left empty). Missing directories are
     /// fine.
     ///
@@ -192,6 +412,10 @@ impl InstanceCgroups {
     ///
     /// A directory that still exists after the removal attempts.
     pub fn remove(&self) -> io::Result<()> {
+        // A frozen task does not act on SIGKILL until it is thawed.
+        if self.freezer.is_some() {
+            let _ = self.thaw();
+        }
         let mut last = Ok(());
         for attempt in 0..2000 {
             for pid in self.members() {

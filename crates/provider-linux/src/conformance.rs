@@ -189,6 +189,32 @@ impl LinuxTarget {
     }
 }
 
+/// Runs a freezer operation off the executor.
+async fn freezer_call<T: Send + 'static>(
+    what: &'static str,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, TargetError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| TargetError::platform(what, e))?
+        .map_err(|e| TargetError::platform(what, e))
+}
+
+impl LinuxTarget {
+    /// The instance's cgroups where the host has a freezer.
+    fn cgroups(&self, instance_id: &str) -> Option<crate::cgroup::InstanceCgroups> {
+        let version = match self.provider.freezer_support() {
+            crate::cgroup::FreezerSupport::Available(v) => v,
+            crate::cgroup::FreezerSupport::Unavailable(_) => return None,
+        };
+        Some(crate::cgroup::InstanceCgroups::new(
+            version,
+            &self.scope,
+            instance_id,
+        ))
+    }
+}
+
 /// A cutoff later than every object of a live scope.
 fn far_future() -> Timestamp {
     SystemClock.now().add_seconds(100 * 365 * 86_400)
@@ -437,6 +463,40 @@ impl ConformanceTarget for LinuxTarget {
         if let Some(task) = task {
             task.abort();
         }
+    }
+
+    /// The journal keeps bodies in the state directory (durable host
+    /// storage): `ephemeral_zdr` transactions must be refused.
+    fn active_write_journal_durable(&self) -> bool {
+        true
+    }
+
+    /// Freezes the instance's cgroup, as an operator would (`None` without
+    /// a freezer).
+    async fn pause_workload(&self, instance_id: &str) -> Option<Result<(), TargetError>> {
+        let cg = self.cgroups(instance_id)?;
+        Some(freezer_call("pause_workload", move || cg.freeze()).await)
+    }
+
+    /// Thaws the instance's cgroup.
+    async fn unpause_workload(&self, instance_id: &str) -> Option<Result<(), TargetError>> {
+        let cg = self.cgroups(instance_id)?;
+        Some(freezer_call("unpause_workload", move || cg.thaw()).await)
+    }
+
+    /// The freezer's state as the kernel reports it.
+    async fn workload_paused(&self, instance_id: &str) -> Option<Result<bool, TargetError>> {
+        let cg = self.cgroups(instance_id)?;
+        let id = instance_id.to_owned();
+        Some(
+            freezer_call("workload_paused", move || cg.frozen())
+                .await
+                .and_then(|f| {
+                    f.ok_or_else(|| {
+                        TargetError::platform("workload_paused", format!("no cgroup of {id}"))
+                    })
+                }),
+        )
     }
 
     async fn live_objects(&self) -> Result<LiveObjects, TargetError> {

@@ -4,7 +4,8 @@
 //! [`SandboxProvider`](checkfu_sandbox_contract::SandboxProvider) with
 //! Linux namespaces, cgroups and seccomp, started directly from the
 //! provider process (no daemon, no container runtime), with the optional
-//! readFiles, listDir, listProjectDir and openProcess members and the
+//! readFiles, listDir, listProjectDir, openProcess and beginActiveWrite
+//! members (beginActiveWrite where the host has a cgroup freezer) and the
 //! resolveImage and cleanupInventory extensions. How instances are built
 //! and what isolates them is described on the provider module
 //! (`src/provider/mod.rs`); the choice of direct system calls over runc,
@@ -20,7 +21,9 @@
 //!   [`MATERIALIZATION_REVISION`]);
 //! * [`image`]: the local OCI image store (the offline fixture, imports of
 //!   OCI layouts and `docker save` tarballs);
-//! * [`cgroup`]: the per-instance cgroups;
+//! * [`cgroup`]: the per-instance cgroups and the freezer;
+//! * beginActiveWrite's crash-test seam and recovery report:
+//!   [`ActiveWriteStep`], [`StepHook`], [`ActiveWriteRecovery`];
 //! * [`seccomp`]: the default filter;
 //! * [`network`]: allowlist egress (the host probe, the scope's bridge,
 //!   the rule set loaded into an instance's network namespace);
@@ -39,6 +42,7 @@ pub mod seccomp;
 mod spawn;
 mod store;
 
+pub use checkfu_sandbox_hostfs::active_write::{ActiveWriteRecovery, ActiveWriteStep, StepHook};
 pub use network::EgressSupport;
 pub use provider::{
     availability, envelope, envelope_for, host_platform, Inventory, LinuxConfig, LinuxProvider,

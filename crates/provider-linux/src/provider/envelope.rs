@@ -4,6 +4,7 @@ use checkfu_sandbox_contract::bounds::MAX_MOUNTS;
 use checkfu_sandbox_contract::*;
 
 use super::inner::{MATERIALIZATION_REVISION, PROVIDER_REVISION};
+use crate::cgroup::FreezerSupport;
 use crate::network::EgressSupport;
 
 /// The platform of this host.
@@ -19,16 +20,25 @@ pub fn host_platform() -> Platform {
 }
 
 /// The provider's envelope on this host: [`envelope_for`] the cached
-/// egress probe ([`EgressSupport::probe_cached`]).
+/// egress and freezer probes ([`EgressSupport::probe_cached`],
+/// [`FreezerSupport::probe_cached`]).
 pub fn envelope() -> SandboxProviderCapabilities {
-    envelope_for(&EgressSupport::probe_cached())
+    envelope_for(
+        &EgressSupport::probe_cached(),
+        &FreezerSupport::probe_cached(),
+    )
 }
 
-/// The provider's envelope given the host's egress support: network modes
-/// `none` and `allowlist` with egress certification `enforced` when
-/// `egress` is [`EgressSupport::Enforced`], else `none` only and
-/// `unsupported`.
-pub fn envelope_for(egress: &EgressSupport) -> SandboxProviderCapabilities {
+/// The provider's envelope given the host's egress and freezer support:
+/// network modes `none` and `allowlist` with egress certification
+/// `enforced` when `egress` is [`EgressSupport::Enforced`], else `none`
+/// only and `unsupported`; `active_mount_write` when `freezer` is
+/// [`FreezerSupport::Available`] (beginActiveWrite pauses the workload
+/// with it), else not offered.
+pub fn envelope_for(
+    egress: &EgressSupport,
+    freezer: &FreezerSupport,
+) -> SandboxProviderCapabilities {
     use EnforcementLevel::{NotEnforced, ProviderEnforced};
     let (network_modes, egress_certification) = if egress.is_enforced() {
         (
@@ -51,7 +61,8 @@ pub fn envelope_for(egress: &EgressSupport) -> SandboxProviderCapabilities {
         snapshot_custody: SnapshotCustody::Runner,
         list_dir: true,
         physically_contained_file_read: true,
-        active_mount_write: false,
+        // beginActiveWrite: the shared journal, the cgroup freezer as pause.
+        active_mount_write: freezer.is_available(),
         egress_certification,
         enforcement: Enforcement {
             // Mount namespace, pivot_root, read-only binds, contained host reads.
@@ -81,10 +92,15 @@ pub fn envelope_for(egress: &EgressSupport) -> SandboxProviderCapabilities {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cgroup::CgroupVersion;
+
+    fn no_freezer() -> FreezerSupport {
+        FreezerSupport::Unavailable("no freezer".into())
+    }
 
     #[test]
     fn envelope_is_valid_and_stable() {
-        let e = envelope_for(&EgressSupport::Unavailable("no nft".into()));
+        let e = envelope_for(&EgressSupport::Unavailable("no nft".into()), &no_freezer());
         assert!(e.violations().is_empty(), "{:?}", e.violations());
         assert_eq!(e.max_mounts, 64);
         assert_eq!(e.network_modes, vec![NetworkMode::None]);
@@ -94,12 +110,31 @@ mod tests {
     }
 
     #[test]
+    fn active_mount_write_is_offered_only_with_a_freezer() {
+        for version in [CgroupVersion::V1, CgroupVersion::V2] {
+            let e = envelope_for(
+                &EgressSupport::Unavailable("no nft".into()),
+                &FreezerSupport::Available(version),
+            );
+            assert!(e.violations().is_empty(), "{:?}", e.violations());
+            assert!(e.active_mount_write, "{version:?}");
+        }
+        assert!(
+            !envelope_for(&EgressSupport::Unavailable("no nft".into()), &no_freezer())
+                .active_mount_write
+        );
+    }
+
+    #[test]
     fn allowlist_is_offered_only_with_enforced_support() {
-        let e = envelope_for(&EgressSupport::Enforced {
-            ip: "/usr/sbin/ip".into(),
-            nsenter: "/usr/bin/nsenter".into(),
-            nft: "/usr/sbin/nft".into(),
-        });
+        let e = envelope_for(
+            &EgressSupport::Enforced {
+                ip: "/usr/sbin/ip".into(),
+                nsenter: "/usr/bin/nsenter".into(),
+                nft: "/usr/sbin/nft".into(),
+            },
+            &no_freezer(),
+        );
         assert!(e.violations().is_empty(), "{:?}", e.violations());
         assert_eq!(
             e.network_modes,

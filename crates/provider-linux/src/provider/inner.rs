@@ -125,6 +125,9 @@ pub(crate) struct Inner {
     pub(crate) seccomp: seccompiler::BpfProgram,
     /// instance id -> reservation token of its one live process.
     pub(crate) processes: Arc<ProcessTable>,
+    /// beginActiveWrite's step hook (crash tests).
+    pub(crate) active_write_hook:
+        std::sync::OnceLock<checkfu_sandbox_hostfs::active_write::StepHook>,
 }
 
 pub(super) fn scope_ok(scope: &str) -> bool {
@@ -160,9 +163,13 @@ pub fn availability() -> Result<CgroupVersion, LinuxProviderError> {
 }
 
 impl LinuxProvider {
-    /// Checks [`availability`], prepares the state directory and decides
+    /// Checks [`availability`], prepares the state directory, decides
     /// how roots are made (overlay when the state directory's file system
-    /// accepts an overlay mount, a copy otherwise).
+    /// accepts an overlay mount, a copy otherwise) and recovers
+    /// beginActiveWrite transactions a previous provider process left
+    /// ([`LinuxProvider::recover_active_writes`]: interrupted dispatches
+    /// rolled back, committed ones finished, inherited pause tokens
+    /// released; a failure is logged and retried by the next delivery).
     ///
     /// # Errors
     ///
@@ -183,7 +190,7 @@ impl LinuxProvider {
         } else {
             RootMode::Copy
         };
-        Ok(LinuxProvider {
+        let provider = LinuxProvider {
             inner: Arc::new(Inner {
                 images: ImageStore::new(layout.images()),
                 layout,
@@ -194,8 +201,11 @@ impl LinuxProvider {
                 root_mode,
                 seccomp: crate::seccomp::default_filter()?,
                 processes: Arc::new(ProcessTable::new()),
+                active_write_hook: std::sync::OnceLock::new(),
             }),
-        })
+        };
+        provider.recover_active_writes_blocking();
+        Ok(provider)
     }
 
     /// A second provider object over the same state directory, scope and
@@ -214,6 +224,7 @@ impl LinuxProvider {
                 root_mode: i.root_mode,
                 seccomp: i.seccomp.clone(),
                 processes: Arc::new(ProcessTable::new()),
+                active_write_hook: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -450,6 +450,12 @@ impl Inner {
         // once, where the namespace's own teardown after the kill is
         // asynchronous.
         let detached = self.egress_detach(operation, rec).await;
+        // A frozen task (a workload paused for beginActiveWrite, or by an
+        // operator) does not act on SIGKILL until it is thawed.
+        if let Some(v) = self.cgroup_version {
+            let cg = InstanceCgroups::new(v, &self.scope, &rec.instance_id);
+            let _ = blocking(operation, move || cg.thaw()).await;
+        }
         if let Some(init) = rec.init {
             let pid = init.pid;
             let bound = STOP_BOUND;

@@ -41,12 +41,17 @@
 //!   ([`checkfu_sandbox_contained`]).
 //! * **Snapshots.** Uncompressed tars of every mount's host directory, of
 //!   the output tree and of the writable root layer. Custody `runner`.
+//! * **beginActiveWrite.** The journal, publication and recovery of
+//!   [`checkfu_sandbox_hostfs::active_write`], the workload paused with
+//!   the instance's cgroup freezer (`active_write`), offered where the host
+//!   has one ([`crate::cgroup::FreezerSupport`]).
 //! * **Network.** Mode `none` is an empty network namespace (loopback
 //!   only). Mode `allowlist`, offered only where
 //!   [`crate::network::EgressSupport`] probed it enforceable, adds a veth
 //!   pair to the scope's bridge and an nftables rule set loaded from the
 //!   host ([`crate::network`]).
 
+mod active_write;
 mod command;
 mod egress;
 mod envelope;

@@ -311,6 +311,12 @@ impl SandboxProvider for LinuxProvider {
         Some(self)
     }
 
+    /// Present where the envelope offers `active_mount_write` (the host
+    /// has a cgroup freezer).
+    fn begin_active_write(&self) -> Option<&dyn ActiveWriteMember> {
+        self.freezer_support().is_available().then_some(self as _)
+    }
+
     fn resolve_image(&self) -> Option<&dyn ResolveImageMember> {
         Some(self)
     }

@@ -33,8 +33,9 @@ pub fn available_or_skip(test: &str) -> bool {
 pub fn scope_cgroups(scope: &str) -> Vec<PathBuf> {
     let root = PathBuf::from(CGROUP_ROOT);
     let bases: Vec<PathBuf> = match cgroup::detect() {
-        Some(cgroup::CgroupVersion::V1) => ["memory", "pids", "cpu"]
+        Some(cgroup::CgroupVersion::V1) => cgroup::V1_CONTROLLERS
             .iter()
+            .chain([&cgroup::V1_FREEZER])
             .map(|c| root.join(c))
             .collect(),
         Some(cgroup::CgroupVersion::V2) => vec![root],

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! `<key>` is the first 32 hex digits of the SHA-256 of the transaction
-//! id. The journal and the bind-mounted host directories are on one file
+//! id. The journal and the mounts' host directories are on one file
 //! system (both under the state directory), so every move is a `rename`.
 //! Every record is written to a temporary file, synced, and renamed.
 
@@ -80,10 +80,9 @@ pub(crate) struct Dirs {
 }
 
 impl Dirs {
-    pub(crate) fn new(instance_dir: &Path) -> Self {
-        Dirs {
-            root: instance_dir.join("active-write"),
-        }
+    /// The directory [`super::ActiveWriteHost::journal_root`] names.
+    pub(crate) fn new(root: PathBuf) -> Self {
+        Dirs { root }
     }
 
     pub(crate) fn token(&self) -> PathBuf {
@@ -98,7 +97,7 @@ impl Dirs {
 /// The directory name of a transaction.
 pub(crate) fn key(transaction_id: &str) -> String {
     let h = Sha256::digest(transaction_id.as_bytes());
-    crate::fixture::hex(&h)[..32].to_string()
+    crate::rootfs::hex(&h)[..32].to_string()
 }
 
 pub(crate) fn journal_path(dir: &Path) -> PathBuf {
