@@ -131,6 +131,7 @@ impl Lab {
                 path: format!("{DEEP}/{name}").into(),
                 content_base64: Bytes(body.to_vec()),
                 mode: None,
+                kind: None,
             })
             .await
             .expect("stage");
@@ -375,6 +376,7 @@ echo "$n $olds $news $bad"
             path: "/mnt/session/outputs/stop".into(),
             content_base64: Bytes(Vec::new()),
             mode: None,
+            kind: None,
         })
         .await
         .expect("stop the workload");

@@ -227,7 +227,6 @@ impl Exec<'_> {
         Ok(code)
     }
 
-
     /// `setsid [-c|-f|-w] PROG ARGS`: runs its command (the oracle has no
     /// sessions to leave).
     pub(super) fn setsid(&mut self, args: &[String]) -> Result<u8, Abort> {
