@@ -66,6 +66,7 @@ mod egress;
 mod envelope;
 mod errors;
 mod execute;
+mod host;
 mod inner;
 mod instances;
 mod labels;
