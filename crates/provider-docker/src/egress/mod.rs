@@ -255,51 +255,30 @@ async fn run_in_netns(
 mod tests {
     use super::*;
 
-    fn dest(host: &str, port: u16) -> NetworkDestination {
-        NetworkDestination {
-            host: host.into(),
-            port,
-        }
-    }
-
     #[tokio::test]
-    async fn literals_and_static_names_make_endpoints_and_hosts() {
+    async fn static_names_become_extra_hosts_entries_and_missing_ones_are_named() {
         let config = EgressConfig {
             network: "n".into(),
-            static_hosts: BTreeMap::from([(
-                "allowed.test".to_owned(),
-                vec!["10.0.0.2".parse().unwrap(), "fd00::2".parse().unwrap()],
-            )]),
+            static_hosts: BTreeMap::from([
+                (
+                    "allowed.test".to_owned(),
+                    vec!["10.0.0.2".parse().unwrap(), "fd00::2".parse().unwrap()],
+                ),
+                ("empty.test".to_owned(), vec![]),
+            ]),
         };
-        let p = plan(
-            &config,
-            &[
-                dest("allowed.test", 7000),
-                dest("10.0.0.9", 80),
-                dest("[fd00::9]", 81),
-            ],
-        )
-        .await
-        .unwrap();
-        let eps: Vec<String> = p
-            .endpoints
-            .iter()
-            .map(|e| format!("{} {}", e.addr, e.port))
-            .collect();
-        assert_eq!(
-            eps,
-            ["10.0.0.2 7000", "10.0.0.9 80", "fd00::2 7000", "fd00::9 81"]
-        );
+        let allowed = NetworkDestination {
+            host: "allowed.test".into(),
+            port: 7000,
+        };
+        let p = plan(&config, &[allowed.clone()]).await.unwrap();
         assert_eq!(p.hosts, ["allowed.test:10.0.0.2", "allowed.test:fd00::2"]);
-    }
-
-    #[tokio::test]
-    async fn a_name_with_no_address_is_refused_by_name() {
-        let config = EgressConfig {
-            network: "n".into(),
-            static_hosts: BTreeMap::from([("empty.test".to_owned(), vec![])]),
+        assert_eq!(p.endpoints.len(), 2);
+        let empty = NetworkDestination {
+            host: "empty.test".into(),
+            port: 1,
         };
-        let e = plan(&config, &[dest("empty.test", 1)]).await.unwrap_err();
+        let e = plan(&config, &[allowed, empty]).await.unwrap_err();
         assert!(e.contains("empty.test:1"), "{e}");
     }
 }

@@ -285,33 +285,14 @@ mod tests {
     }
 
     #[test]
-    fn literals_become_endpoints_and_pin_nothing() {
-        let p = plan(&[
-            dest("10.0.0.9", 80),
-            dest("[fd00::9]", 81),
-            dest("10.0.0.9", 80),
-        ])
-        .unwrap();
-        let eps: Vec<String> = p
-            .endpoints
-            .iter()
-            .map(|e| format!("{} {}", e.addr, e.port))
-            .collect();
-        assert_eq!(eps, ["10.0.0.9 80", "fd00::9 81"]);
-        assert!(p.hosts.is_empty());
-        assert_eq!(hosts_file(&p), "127.0.0.1\tlocalhost\n::1\tlocalhost\n");
-    }
-
-    #[test]
-    fn names_are_resolved_once_and_pinned() {
+    fn the_hosts_file_pins_every_resolved_name() {
+        let empty = plan(&[dest("10.0.0.9", 80)]).unwrap();
+        assert_eq!(hosts_file(&empty), "127.0.0.1\tlocalhost\n::1\tlocalhost\n");
         // `localhost` resolves through the host's own files, no query leaves.
         let p = plan(&[dest("localhost", 7000)]).unwrap();
-        assert!(!p.endpoints.is_empty());
-        assert!(p.endpoints.iter().all(|e| e.port == 7000));
+        assert!(!p.hosts.is_empty());
         for (ip, name) in &p.hosts {
-            assert_eq!(name, "localhost");
-            assert!(hosts_file(&p).contains(&format!("{ip}\tlocalhost\n")));
-            assert!(p.endpoints.iter().any(|e| e.addr == *ip));
+            assert!(hosts_file(&p).contains(&format!("{ip}\t{name}\n")));
         }
     }
 }
