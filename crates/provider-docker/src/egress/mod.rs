@@ -271,7 +271,7 @@ mod tests {
             host: "allowed.test".into(),
             port: 7000,
         };
-        let p = plan(&config, &[allowed.clone()]).await.unwrap();
+        let p = plan(&config, std::slice::from_ref(&allowed)).await.unwrap();
         assert_eq!(p.hosts, ["allowed.test:10.0.0.2", "allowed.test:fd00::2"]);
         assert_eq!(p.endpoints.len(), 2);
         let empty = NetworkDestination {
