@@ -246,13 +246,6 @@ pub use plumbing::Plumbing;
 mod tests {
     use super::*;
 
-    fn dest(host: &str, port: u16) -> NetworkDestination {
-        NetworkDestination {
-            host: host.into(),
-            port,
-        }
-    }
-
     #[test]
     fn names_fit_the_kernel_limit_and_differ_by_scope_and_instance() {
         let b = bridge_name("conf-1-0");
@@ -286,10 +279,16 @@ mod tests {
 
     #[test]
     fn the_hosts_file_pins_every_resolved_name() {
-        let empty = plan(&[dest("10.0.0.9", 80)]).unwrap();
+        let to = |host: &str| {
+            [NetworkDestination {
+                host: host.into(),
+                port: 80,
+            }]
+        };
+        let empty = plan(&to("10.0.0.9")).unwrap();
         assert_eq!(hosts_file(&empty), "127.0.0.1\tlocalhost\n::1\tlocalhost\n");
         // `localhost` resolves through the host's own files, no query leaves.
-        let p = plan(&[dest("localhost", 7000)]).unwrap();
+        let p = plan(&to("localhost")).unwrap();
         assert!(!p.hosts.is_empty());
         for (ip, name) in &p.hosts {
             assert!(hosts_file(&p).contains(&format!("{ip}\t{name}\n")));
