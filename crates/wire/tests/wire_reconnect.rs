@@ -194,6 +194,39 @@ async fn a_reconnect_inside_the_window_loses_and_duplicates_nothing() {
     client.close().await;
 }
 
+/// A reconnect while the runner holds received bytes it has not read yet:
+/// the provider restarts its replay window at the resume offsets, and the
+/// runner's account restarts there too, so a provider that fills its
+/// window right after the resume is not taken for one overrunning it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_while_bytes_wait_unread_keeps_the_window_and_every_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = 3 * 1024 * 1024;
+    let (proxy, client, mut process, _) = setup(dir.path(), size, 10_000, true).await;
+    let mut out = vec![0u8; 1000];
+    process.output.read_exact(&mut out).await.unwrap();
+    // Let the provider fill its window while nothing is read.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.cut();
+    process.input.close().await.unwrap();
+    // The provider refills a whole window past the resume offset before
+    // anything more is read.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut rest = Vec::new();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        process.output.read_to_end(&mut rest),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    out.extend_from_slice(&rest);
+    assert_eq!(out.len(), size);
+    assert!(out == pattern(size), "stdout differs after the reconnect");
+    process.control.destroy().await.unwrap();
+    client.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_resume_window_the_process_fails_naming_the_window() {
     let dir = tempfile::tempdir().unwrap();

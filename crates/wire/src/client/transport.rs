@@ -120,7 +120,7 @@ impl Conn {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (id, p) in processes {
-            let (stdout_offset, stderr_offset) = p.received();
+            let (stdout_offset, stderr_offset) = p.resume_offsets();
             let params = ResumeProcessParams {
                 process: id.clone(),
                 stdout_offset,

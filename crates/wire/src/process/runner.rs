@@ -50,12 +50,23 @@ impl ClientProcess {
         lock(&self.stdin).resuming = true;
     }
 
-    /// Bytes received of stdout and stderr.
-    pub(crate) fn received(&self) -> (u64, u64) {
-        (
-            lock(&self.out[0]).account.received,
-            lock(&self.out[1]).account.received,
-        )
+    /// The offsets a `process/resume` names: the bytes received of stdout
+    /// and stderr. The provider takes every byte before them as
+    /// acknowledged (PROTOCOL.md: a resume names "the bytes it holds"),
+    /// so its replay window restarts there; the account's window restarts
+    /// there too, or a provider honouring its window right after the
+    /// resume would look like one overrunning it. What the runner still
+    /// buffers unread stays bounded: at most one window from before the
+    /// resume plus one after.
+    pub(crate) fn resume_offsets(&self) -> (u64, u64) {
+        let mut offsets = [0u64; 2];
+        for (slot, out) in offsets.iter_mut().zip(&self.out) {
+            let mut o = lock(out);
+            let received = o.account.received;
+            o.account.ack(received);
+            *slot = received;
+        }
+        (offsets[0], offsets[1])
     }
 
     /// Applies a `process/resume` reply (from the reader task, before any
@@ -398,7 +409,9 @@ impl futures_io::AsyncRead for ClientOutput {
             *slot = byte;
         }
         o.consumed += n as u64;
-        if o.consumed - o.account.acked >= STREAM_CHUNK_BYTES as u64 || o.buf.is_empty() {
+        if o.consumed.saturating_sub(o.account.acked) >= STREAM_CHUNK_BYTES as u64
+            || o.buf.is_empty()
+        {
             let consumed = o.consumed;
             o.account.ack(consumed);
             let offset = o.consumed;
