@@ -7,21 +7,26 @@ use std::time::{Duration, Instant};
 
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_docker::{DockerConfig, DockerProvider};
-use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
 
 use crate::catalogue::*;
-use crate::common::{docker_cli, f, fail, request, true_cmd};
+use crate::common::{docker_cli, f, fail, sixteen, true_cmd, Subject};
 use crate::stats::{stat, stat_of, time, time_after, Row, Unit};
 
-/// One provider the lifecycle figures run against: its adapter, the image
-/// its instances start from, and the phase durations recorded so far.
+/// One provider the lifecycle figures run against: the subject (its
+/// adapter, image and clock), the provider itself, and the phase durations
+/// recorded so far.
 pub(crate) struct DockerBench {
-    pub(crate) adapter: Adapter,
+    subject: Subject,
     provider: DockerProvider,
-    pub(crate) image: ImageReference,
-    pub(crate) clock: Arc<dyn Clock>,
     phases: std::sync::Mutex<BTreeMap<&'static str, Vec<Duration>>>,
-    _state: tempfile::TempDir,
+}
+
+impl std::ops::Deref for DockerBench {
+    type Target = Subject;
+
+    fn deref(&self) -> &Subject {
+        &self.subject
+    }
 }
 
 pub(crate) async fn docker_bench(name: &str, pool_size: usize) -> Result<DockerBench, String> {
@@ -45,36 +50,15 @@ pub(crate) async fn docker_bench(name: &str, pool_size: usize) -> Result<DockerB
     .await
     .map_err(fail("fixture"))?;
     let image = ImageReference::parse(&reference).map_err(fail("fixture reference"))?;
-    let mut rt = SandboxRuntime::new(clock.clone());
-    rt.register(Arc::new(provider.clone()));
-    let adapter = rt.adapter("docker").map_err(f)?;
+    let subject = Subject::new(Arc::new(provider.clone()), "docker", image, clock, state)?;
     Ok(DockerBench {
-        adapter,
+        subject,
         provider,
-        image,
-        clock,
         phases: Default::default(),
-        _state: state,
     })
 }
 
 impl DockerBench {
-    pub(crate) fn request(
-        &self,
-        retention: RetentionMode,
-        mounts: Vec<SandboxMount>,
-        expires_in: i64,
-    ) -> SandboxProvisionRequest {
-        request(
-            &self.adapter,
-            &self.image,
-            retention,
-            mounts,
-            expires_in,
-            self.clock.as_ref(),
-        )
-    }
-
     /// The request every lifecycle of figures 2 and 7 provisions.
     fn lifecycle_request(&self) -> SandboxProvisionRequest {
         self.request(RetentionMode::EphemeralZdr, vec![], 3600)
@@ -129,15 +113,11 @@ impl DockerBench {
 
     /// Sixteen lifecycles at once.
     async fn sixteen(self: &Arc<Self>) -> Result<(), String> {
-        let mut set = tokio::task::JoinSet::new();
-        for _ in 0..16 {
+        sixteen(|| {
             let b = self.clone();
-            set.spawn(async move { b.lifecycle().await });
-        }
-        while let Some(r) = set.join_next().await {
-            r.map_err(fail("join"))??;
-        }
-        Ok(())
+            async move { b.lifecycle().await }
+        })
+        .await
     }
 
     /// Everything of the bench's scope: the pool, then every instance and
@@ -159,17 +139,15 @@ impl DockerBench {
 
 /// `docker run --rm <image> true` sixteen times at once.
 pub(crate) async fn sixteen_docker_runs(image_id: &str) -> Result<(), String> {
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..16 {
+    sixteen(|| {
         let id = image_id.to_owned();
-        set.spawn(
-            async move { docker_cli(&["run", "--rm", "--network", "none", &id, "true"]).await },
-        );
-    }
-    while let Some(r) = set.join_next().await {
-        r.map_err(fail("join"))??;
-    }
-    Ok(())
+        async move {
+            docker_cli(&["run", "--rm", "--network", "none", &id, "true"])
+                .await
+                .map(drop)
+        }
+    })
+    .await
 }
 
 /// Memory in use (as `docker stats` computes it: usage less inactive file
@@ -408,54 +386,7 @@ pub(crate) async fn figures_docker_on(
             path: "/work".into(),
             access: MountAccess::ReadWrite,
         }];
-        let ours = time(reps(6), || async {
-            let i = b
-                .adapter
-                .provision(b.request(RetentionMode::Durable, mounts.clone(), 3600))
-                .await
-                .map_err(f)?;
-            b.adapter.activate(&i.instance_id).await.map_err(f)?;
-            b.adapter
-                .write_file(
-                    &i.instance_id,
-                    "/mnt/session/outputs/state",
-                    b"state".to_vec(),
-                )
-                .await
-                .map_err(f)?;
-            let disposition = b
-                .adapter
-                .release(&i.instance_id, Some(b.clock.now().add_seconds(3600)))
-                .await
-                .map_err(f)?;
-            let ReleaseDisposition::Released { snapshot: snap } = disposition else {
-                return Err("a durable release settled no snapshot".to_string());
-            };
-            let j = b
-                .adapter
-                .resume(
-                    b.request(RetentionMode::Durable, mounts.clone(), 3600),
-                    snap.clone(),
-                )
-                .await
-                .map_err(f)?;
-            let got = b
-                .adapter
-                .read_file(&j.instance_id, "/mnt/session/outputs/state", 1024)
-                .await
-                .map_err(f)?;
-            b.adapter.destroy(&j.instance_id).await.map_err(f)?;
-            b.adapter
-                .destroy_snapshot(&snap.snapshot_id)
-                .await
-                .map_err(f)?;
-            if got == b"state" {
-                Ok(())
-            } else {
-                Err("state lost".to_string())
-            }
-        })
-        .await?;
+        let ours = time(reps(6), || b.round_trip(&mounts)).await?;
         let round = std::sync::atomic::AtomicU32::new(0);
         let base = time(reps(6), || async {
             // The container runs to its exit before the commit, so the

@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_linux::{LinuxConfig, LinuxProvider, WorkloadUser};
-use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
 
-use super::{docker_bench, docker_cli, f, fail, request, stat, time, true_cmd, Row};
+use super::{docker_bench, docker_cli, f, fail, stat, time, true_cmd, Row};
+use crate::common::{sixteen, Subject};
 
 /// A row name of figure 11.
 pub(crate) const LINUX_COLD: &str =
@@ -37,14 +37,9 @@ pub(crate) const ROWS: [&str; 6] = [
     LINUX_DURABLE,
 ];
 
-struct LinuxBench {
-    adapter: Adapter,
-    image: ImageReference,
-    clock: Arc<dyn Clock>,
-    _state: tempfile::TempDir,
-}
-
-async fn linux_bench() -> Result<LinuxBench, String> {
+/// The Linux provider as a subject, over the fixture written into its own
+/// image store.
+async fn linux_bench() -> Result<Subject, String> {
     let state = tempfile::tempdir().map_err(fail("state dir"))?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let provider = LinuxProvider::new(LinuxConfig {
@@ -68,110 +63,24 @@ async fn linux_bench() -> Result<LinuxBench, String> {
         .write_fixture(&busybox)
         .map_err(fail("fixture"))?;
     let image = ImageReference::parse(&pinned).map_err(fail("fixture reference"))?;
-    let mut rt = SandboxRuntime::new(clock.clone());
-    rt.register(Arc::new(provider.clone()));
-    let adapter = rt.adapter("linux").map_err(f)?;
-    Ok(LinuxBench {
-        adapter,
-        image,
-        clock,
-        _state: state,
-    })
+    Subject::new(Arc::new(provider), "linux", image, clock, state)
 }
 
-impl LinuxBench {
-    fn request(
-        &self,
-        retention: RetentionMode,
-        mounts: Vec<SandboxMount>,
-    ) -> SandboxProvisionRequest {
-        request(
-            &self.adapter,
-            &self.image,
-            retention,
-            mounts,
-            3600,
-            self.clock.as_ref(),
-        )
-    }
-
-    /// provision + activate + execute `true` + release (ZDR).
-    async fn lifecycle(&self) -> Result<(), String> {
-        let i = self
-            .adapter
-            .provision(self.request(RetentionMode::EphemeralZdr, vec![]))
-            .await
-            .map_err(f)?;
-        self.adapter.activate(&i.instance_id).await.map_err(f)?;
-        self.adapter
-            .execute(&i.instance_id, true_cmd())
-            .await
-            .map_err(f)?;
-        self.adapter
-            .release(&i.instance_id, None)
-            .await
-            .map_err(f)?;
-        Ok(())
-    }
-}
-
-/// A durable round trip through `adapter`: provision, activate, write a
-/// file in the output tree, release with a snapshot, resume, read the
-/// file back, destroy both.
-async fn round_trip(
-    adapter: &Adapter,
-    make: &(dyn Fn() -> SandboxProvisionRequest + Sync),
-    clock: &dyn Clock,
-) -> Result<(), String> {
-    let i = adapter.provision(make()).await.map_err(f)?;
-    adapter.activate(&i.instance_id).await.map_err(f)?;
-    adapter
-        .write_file(
-            &i.instance_id,
-            "/mnt/session/outputs/state",
-            b"state".to_vec(),
-        )
+/// provision + activate + execute `true` + release (ZDR).
+async fn lifecycle(l: &Subject) -> Result<(), String> {
+    let i = l
+        .adapter
+        .provision(l.request(RetentionMode::EphemeralZdr, vec![], 3600))
         .await
         .map_err(f)?;
-    let disposition = adapter
-        .release(&i.instance_id, Some(clock.now().add_seconds(3600)))
+    l.adapter.activate(&i.instance_id).await.map_err(f)?;
+    l.adapter
+        .execute(&i.instance_id, true_cmd())
         .await
         .map_err(f)?;
-    let ReleaseDisposition::Released { snapshot: snap } = disposition else {
-        return Err("a durable release settled no snapshot".to_string());
-    };
-    let j = adapter.resume(make(), snap.clone()).await.map_err(f)?;
-    let got = adapter
-        .read_file(&j.instance_id, "/mnt/session/outputs/state", 1024)
-        .await
-        .map_err(f)?;
-    adapter.destroy(&j.instance_id).await.map_err(f)?;
-    adapter
-        .destroy_snapshot(&snap.snapshot_id)
-        .await
-        .map_err(f)?;
-    if got == b"state" {
-        Ok(())
-    } else {
-        Err("state lost".to_string())
-    }
-}
-
-async fn sixteen<F, Fut>(mut one: F) -> Result<(), String>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
-{
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..16 {
-        set.spawn(one());
-    }
-    while let Some(r) = set.join_next().await {
-        r.map_err(fail("join"))??;
-    }
+    l.adapter.release(&i.instance_id, None).await.map_err(f)?;
     Ok(())
 }
-
 /// Figure 9 (see the module documentation). Needs root and a Docker
 /// daemon.
 pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), String> {
@@ -181,7 +90,7 @@ pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), Str
     let image_id = format!("sha256:{}", d.image.digest().hex());
 
     eprintln!("figure 11: linux cold start");
-    let ours = time(reps(40), || l.lifecycle()).await?;
+    let ours = time(reps(40), || lifecycle(&l)).await?;
     let docker = time(reps(12), || async {
         docker_cli(&["run", "--rm", "--network", "none", &image_id, "true"]).await
     })
@@ -217,7 +126,7 @@ pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), Str
         let start = Instant::now();
         let i = l
             .adapter
-            .provision(l.request(RetentionMode::EphemeralZdr, vec![]))
+            .provision(l.request(RetentionMode::EphemeralZdr, vec![], 3600))
             .await
             .map_err(f)?;
         l.adapter.activate(&i.instance_id).await.map_err(f)?;
@@ -233,7 +142,7 @@ pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), Str
     eprintln!("figure 11: linux warm execute");
     let i = l
         .adapter
-        .provision(l.request(RetentionMode::EphemeralZdr, vec![]))
+        .provision(l.request(RetentionMode::EphemeralZdr, vec![], 3600))
         .await
         .map_err(f)?;
     l.adapter.activate(&i.instance_id).await.map_err(f)?;
@@ -264,7 +173,7 @@ pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), Str
         let l = l.clone();
         sixteen(move || {
             let l = l.clone();
-            async move { l.lifecycle().await }
+            async move { lifecycle(&l).await }
         })
     })
     .await?;
@@ -291,16 +200,8 @@ pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), Str
         path: "/work".into(),
         access: MountAccess::ReadWrite,
     }];
-    let make_l = || l.request(RetentionMode::Durable, mounts.clone());
-    let ours = time(reps(10), || {
-        round_trip(&l.adapter, &make_l, l.clock.as_ref())
-    })
-    .await?;
-    let make_d = || d.request(RetentionMode::Durable, mounts.clone(), 3600);
-    let base = time(reps(6), || {
-        round_trip(&d.adapter, &make_d, d.clock.as_ref())
-    })
-    .await?;
+    let ours = time(reps(10), || l.round_trip(&mounts)).await?;
+    let base = time(reps(6), || d.round_trip(&mounts)).await?;
     rows.push(Row {
         figure: LINUX_DURABLE.into(),
         ours,

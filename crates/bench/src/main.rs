@@ -18,7 +18,7 @@ mod linux;
 mod stats;
 
 use catalogue::{catalogue, check_doc};
-use common::{docker_cli, f, fail, request, true_cmd};
+use common::{docker_cli, f, fail, true_cmd};
 use docker::{docker_bench, figures_docker};
 use stats::{stat, table, time, Row};
 

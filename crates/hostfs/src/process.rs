@@ -1,13 +1,17 @@
 //! The live processes of a provider's openProcess: at most one per
-//! instance, reserved before the process starts and released when it
-//! settles its exit or is destroyed.
+//! instance, reserved before the process starts ([`begin`]) and released
+//! when it settles its exit or is destroyed.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use checkfu_sandbox_contract::provider::op;
-use checkfu_sandbox_contract::{ConflictActual, FailureReason, SandboxError};
+use checkfu_sandbox_contract::{
+    Clock, ConflictActual, FailureReason, SandboxError, SandboxProcessEvidence, Timestamp,
+};
+
+use crate::host::{load_active, HostInstances, InstanceRecordView};
 
 /// The live processes of a provider: at most one per instance, each held
 /// by a [`Reservation`] from before its exec starts until it settles.
@@ -93,5 +97,78 @@ impl Reservation {
                 slots.remove(&self.instance_id);
             }
         }
+    }
+}
+
+/// An openProcess past its checks: the active instance's record, its
+/// reserved process slot and the process's start time. The provider
+/// starts the process, then settles the opening with
+/// [`Opening::started`].
+#[derive(Debug)]
+pub struct Opening<R> {
+    /// The active instance's record.
+    pub record: R,
+    instance_id: String,
+    reservation: Reservation,
+    started_at: Timestamp,
+}
+
+/// Opens a process of instance `instance_id`: loads its record, refuses
+/// an instance that is not active, reserves its one process slot in
+/// `table` and reads the start time from `clock`.
+///
+/// # Errors
+///
+/// As [`load_active`] (operation `openProcess`) and
+/// [`ProcessTable::reserve`].
+pub fn begin<H: HostInstances>(
+    host: &H,
+    table: &Arc<ProcessTable>,
+    clock: &dyn Clock,
+    instance_id: &str,
+) -> Result<Opening<H::Record>, SandboxError> {
+    let record = load_active(host, op::OPEN_PROCESS, instance_id)?;
+    let reservation = table.reserve(instance_id)?;
+    Ok(Opening {
+        record,
+        instance_id: instance_id.to_owned(),
+        reservation,
+        started_at: clock.now(),
+    })
+}
+
+impl<R: InstanceRecordView> Opening<R> {
+    /// Settles the opening with the provider's attempt to start
+    /// `executable`: the reservation, the started process and its evidence
+    /// (naming `provider`), or the start's error with the slot released.
+    ///
+    /// # Errors
+    ///
+    /// `started`'s error.
+    pub fn started<P>(
+        self,
+        provider: &str,
+        executable: String,
+        started: Result<P, SandboxError>,
+    ) -> Result<(Reservation, P, SandboxProcessEvidence), SandboxError> {
+        let process = match started {
+            Ok(p) => p,
+            Err(e) => {
+                self.reservation.release();
+                return Err(e);
+            }
+        };
+        let request = self.record.request();
+        let evidence = SandboxProcessEvidence {
+            provider: provider.to_owned(),
+            instance_id: self.instance_id,
+            session_id: request.session_id.clone(),
+            placement: request.placement,
+            tier: request.target,
+            network_mode: request.profile.network_policy.mode(),
+            executable,
+            started_at: self.started_at,
+        };
+        Ok((self.reservation, process, evidence))
     }
 }

@@ -255,7 +255,19 @@ fn add_dir(b: &mut tar::Builder<Vec<u8>>, path: &str, mode: u32, uid: u32) -> io
     b.append_data(&mut h, path, io::empty())
 }
 
-fn add_file(b: &mut tar::Builder<Vec<u8>>, path: &str, mode: u32, data: &[u8]) -> io::Result<()> {
+/// Appends the regular file `path` holding `data` to `b`: owned by root,
+/// with `mode` and modification time 0 (so equal inputs give equal
+/// archives).
+///
+/// # Errors
+///
+/// The tar builder's.
+pub fn add_file(
+    b: &mut tar::Builder<Vec<u8>>,
+    path: &str,
+    mode: u32,
+    data: &[u8],
+) -> io::Result<()> {
     let mut h = header(tar::EntryType::Regular, mode, 0, data.len() as u64);
     b.append_data(&mut h, path, data)
 }

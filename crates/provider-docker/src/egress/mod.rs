@@ -25,6 +25,7 @@
 //! The decision and the options weighed: `docs/decisions/020-docker-allowlist-egress.md`.
 
 pub use checkfu_sandbox_hostfs::nft;
+use checkfu_sandbox_hostfs::{allowlist, host_tools};
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -82,63 +83,23 @@ pub enum EgressSupport {
     Unavailable(String),
 }
 
-/// Directories searched for `nsenter` and `nft` after `PATH`.
-const SBIN_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
-
-fn find_tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(SBIN_DIRS.iter().map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    // A host tool in the host's PATH, never a workload tree.
-    #[allow(clippy::disallowed_methods)]
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 impl EgressSupport {
-    /// Probes this host once: finds `nsenter` and `nft`, then has
-    /// `nsenter` enter this process's own network namespace (which needs
-    /// the privilege to enter another's) and `nft --check` the empty
-    /// allowlist there (which needs `CAP_NET_ADMIN` and nf_tables with the
-    /// `inet` family). Nothing is changed on the host.
+    /// Probes this host once: finds `nsenter` and `nft`
+    /// ([`host_tools::find_tool`]), then checks that a rule set loads in a
+    /// network namespace entered through `nsenter`
+    /// ([`host_tools::check_nft`]). Nothing is changed on the host.
     pub fn probe() -> EgressSupport {
-        let Some(nsenter) = find_tool("nsenter") else {
+        let Some(nsenter) = host_tools::find_tool("nsenter") else {
             return EgressSupport::Unavailable("nsenter is not installed on the host".into());
         };
-        let Some(nft) = find_tool("nft") else {
+        let Some(nft) = host_tools::find_tool("nft") else {
             return EgressSupport::Unavailable(
                 "nft (nftables) is not installed on the host".into(),
             );
         };
-        let child = std::process::Command::new(&nsenter)
-            .arg(format!("--net=/proc/{}/ns/net", std::process::id()))
-            .arg("--")
-            .arg(&nft)
-            .args(["--check", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn();
-        let out = child.and_then(|mut c| {
-            use std::io::Write as _;
-            if let Some(mut stdin) = c.stdin.take() {
-                stdin.write_all(nft::ruleset(&[]).as_bytes())?;
-            }
-            c.wait_with_output()
-        });
-        match out {
-            Ok(o) if o.status.success() => EgressSupport::Enforced { nsenter, nft },
-            Ok(o) => EgressSupport::Unavailable(format!(
-                "loading an nftables rule set through nsenter failed ({}): {}",
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Err(e) => EgressSupport::Unavailable(format!("running nsenter: {e}")),
+        match host_tools::check_nft(&nsenter, &nft) {
+            Ok(()) => EgressSupport::Enforced { nsenter, nft },
+            Err(why) => EgressSupport::Unavailable(why),
         }
     }
 
@@ -167,7 +128,8 @@ pub struct EgressPlan {
 }
 
 /// Resolves `destinations` (IP literals as they are; names through
-/// `static_hosts`, then the host's resolver) into a plan.
+/// `static_hosts`, then the host's resolver: [`allowlist::plan`], off the
+/// executor) into a plan.
 ///
 /// # Errors
 /// A line naming the destination that does not resolve to any address.
@@ -175,44 +137,20 @@ pub async fn plan(
     config: &EgressConfig,
     destinations: &[NetworkDestination],
 ) -> Result<EgressPlan, String> {
-    let mut plan = EgressPlan::default();
-    for d in destinations {
-        let host = d.host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            plan.endpoints.push(AllowedEndpoint::new(ip, d.port));
-            continue;
-        }
-        let addrs: Vec<IpAddr> = match config.static_hosts.get(host) {
-            Some(list) => list.clone(),
-            None => {
-                let query = (host.to_owned(), d.port);
-                tokio::task::spawn_blocking(move || {
-                    std::net::ToSocketAddrs::to_socket_addrs(&query)
-                        .map(|it| it.map(|sa| sa.ip()).collect::<Vec<_>>())
-                })
-                .await
-                .map_err(|e| format!("resolving destination {}:{}: {e}", d.host, d.port))?
-                .map_err(|e| format!("resolving destination {}:{}: {e}", d.host, d.port))?
-            }
-        };
-        if addrs.is_empty() {
-            return Err(format!(
-                "destination {}:{} resolves to no address",
-                d.host, d.port
-            ));
-        }
-        for ip in addrs {
-            let ep = AllowedEndpoint::new(ip, d.port);
-            plan.endpoints.push(ep);
-            let entry = format!("{host}:{}", ep.addr);
-            if !plan.hosts.contains(&entry) {
-                plan.hosts.push(entry);
-            }
-        }
-    }
-    plan.endpoints.sort();
-    plan.endpoints.dedup();
-    Ok(plan)
+    let destinations = destinations.to_vec();
+    let static_hosts = config.static_hosts.clone();
+    let resolved =
+        tokio::task::spawn_blocking(move || allowlist::plan(&destinations, &static_hosts))
+            .await
+            .map_err(|e| format!("resolving the destinations: {e}"))??;
+    Ok(EgressPlan {
+        endpoints: resolved.endpoints,
+        hosts: resolved
+            .hosts
+            .into_iter()
+            .map(|(ip, name)| format!("{name}:{ip}"))
+            .collect(),
+    })
 }
 
 /// Loads the rule set of `endpoints` into the network namespace of
@@ -317,56 +255,30 @@ async fn run_in_netns(
 mod tests {
     use super::*;
 
-    fn dest(host: &str, port: u16) -> NetworkDestination {
-        NetworkDestination {
-            host: host.into(),
-            port,
-        }
-    }
-
     #[tokio::test]
-    async fn literals_and_static_names_make_endpoints_and_hosts() {
+    async fn static_names_become_extra_hosts_entries_and_missing_ones_are_named() {
         let config = EgressConfig {
             network: "n".into(),
-            static_hosts: BTreeMap::from([(
-                "allowed.test".to_owned(),
-                vec!["10.0.0.2".parse().unwrap(), "fd00::2".parse().unwrap()],
-            )]),
+            static_hosts: BTreeMap::from([
+                (
+                    "allowed.test".to_owned(),
+                    vec!["10.0.0.2".parse().unwrap(), "fd00::2".parse().unwrap()],
+                ),
+                ("empty.test".to_owned(), vec![]),
+            ]),
         };
-        let p = plan(
-            &config,
-            &[
-                dest("allowed.test", 7000),
-                dest("10.0.0.9", 80),
-                dest("[fd00::9]", 81),
-            ],
-        )
-        .await
-        .unwrap();
-        let eps: Vec<String> = p
-            .endpoints
-            .iter()
-            .map(|e| format!("{} {}", e.addr, e.port))
-            .collect();
-        assert_eq!(
-            eps,
-            ["10.0.0.2 7000", "10.0.0.9 80", "fd00::2 7000", "fd00::9 81"]
-        );
+        let allowed = NetworkDestination {
+            host: "allowed.test".into(),
+            port: 7000,
+        };
+        let p = plan(&config, std::slice::from_ref(&allowed)).await.unwrap();
         assert_eq!(p.hosts, ["allowed.test:10.0.0.2", "allowed.test:fd00::2"]);
-    }
-
-    #[tokio::test]
-    async fn a_name_with_no_address_is_refused_by_name() {
-        let config = EgressConfig {
-            network: "n".into(),
-            static_hosts: BTreeMap::from([("empty.test".to_owned(), vec![])]),
+        assert_eq!(p.endpoints.len(), 2);
+        let empty = NetworkDestination {
+            host: "empty.test".into(),
+            port: 1,
         };
-        let e = plan(&config, &[dest("empty.test", 1)]).await.unwrap_err();
+        let e = plan(&config, &[allowed, empty]).await.unwrap_err();
         assert!(e.contains("empty.test:1"), "{e}");
-    }
-
-    #[test]
-    fn a_missing_tool_is_an_unavailable_reason_naming_it() {
-        assert!(find_tool("checkfu-no-such-tool").is_none());
     }
 }

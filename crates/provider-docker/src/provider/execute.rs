@@ -6,6 +6,8 @@ use std::time::Duration;
 use checkfu_sandbox_contract::bounds::{self, exec_argument_space};
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::argument_space::{not_started, over_argument_space};
+use checkfu_sandbox_hostfs::host::load_active;
 
 use super::{
     errors::{daemon_error, provider_error},
@@ -20,22 +22,14 @@ impl Inner {
     ) -> Result<SandboxCommandResult, SandboxError> {
         const OP: Operation = op::EXECUTE;
         let inner = self;
-        let rec = inner.load_instance(OP, &request.instance_id)?;
-        if rec.state != InstanceState::Active {
-            return Err(SandboxError::conflict(OP, "active", rec.state));
-        }
+        let rec = load_active(inner, OP, &request.instance_id)?;
         let c = request.command;
         let started_at = inner.clock.now();
         if let Some(reason) = over_argument_space(&c.executable, &c.arguments, &c.environment) {
             // The kernel would refuse the execve (E2BIG): reported as could
             // not be executed, without starting anything.
-            return Ok(SandboxCommandResult {
-                exit: ExitCause::ExitCode(126),
-                stdout_base64: Bytes(Vec::new()),
-                stderr_base64: Bytes(format!("{reason}\n").into_bytes()),
-                started_at,
-                finished_at: inner.clock.now().max(started_at),
-            });
+            let message = format!("{reason}\n");
+            return Ok(not_started(126, message, started_at, inner.clock.now()));
         }
         let space = exec_argument_space(
             std::iter::once(c.executable.as_str()).chain(c.arguments.iter().map(String::as_str)),
@@ -121,27 +115,6 @@ impl Inner {
     }
 }
 
-/// The reason a command's argv and environment are over the kernel's
-/// argument space as the contract models it
-/// ([`bounds::EXEC_ARGUMENT_SPACE_BYTES`]), or `None` when they fit.
-pub(crate) fn over_argument_space(
-    executable: &str,
-    arguments: &[String],
-    environment: &std::collections::BTreeMap<String, String>,
-) -> Option<String> {
-    let space = exec_argument_space(
-        std::iter::once(executable).chain(arguments.iter().map(String::as_str)),
-        environment.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-    );
-    (space > bounds::EXEC_ARGUMENT_SPACE_BYTES).then(|| {
-        format!(
-            "{executable}: Argument list too long (arguments and environment take {space} bytes, \
-over the kernel's {}); not executed",
-            bounds::EXEC_ARGUMENT_SPACE_BYTES
-        )
-    })
-}
-
 /// Least argument space (bytes) at which a refused execve is believed
 /// from the runtime's message: far above any ordinary command, so a
 /// workload printing the same line with a short argv is never reclassified.
@@ -174,8 +147,5 @@ mod tests {
             b"x\nexec /bin/true: argument list too long\n",
             bounds::EXEC_ARGUMENT_SPACE_BYTES
         ));
-        let big = vec!["a".repeat(64_000); 33];
-        assert!(over_argument_space("true", &big, &Default::default()).is_some());
-        assert!(over_argument_space("true", &big[..32], &Default::default()).is_none());
     }
 }

@@ -1,15 +1,14 @@
 //! Instances: admission, host directories, the container, destruction.
 
-use std::os::fd::AsFd as _;
-
-use checkfu_sandbox_contained::{self as contained};
-use checkfu_sandbox_contract::bounds::{MAX_MOUNTS, OUTPUT_PATH};
+use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::instance::{self, HostProviderIdentity};
+use checkfu_sandbox_hostfs::instance_dirs::{self, DestroyTarget};
 
 use super::{
     envelope::host_platform,
-    errors::{blocking, chain, daemon_error, provider_error},
+    errors::{chain, daemon_error, provider_error},
     inner::{Inner, INSTANCE_PREFIX, MATERIALIZATION_REVISION, PROVIDER_ID, PROVIDER_REVISION},
     labels::{
         container_name, instance_tag, KIND_INSTANCE, LABEL_INSTANCE_ID, LABEL_KIND, LABEL_SCOPE,
@@ -17,39 +16,22 @@ use super::{
 };
 use crate::daemon;
 use crate::fixture::{self, CHECKFU_UID};
-use crate::store::{self, Home, InstanceRecord};
+use crate::store::{self, InstanceRecord};
 
+/// What this provider is, for the shared instance and admission code.
+pub(super) const IDENTITY: HostProviderIdentity = HostProviderIdentity {
+    provider_id: PROVIDER_ID,
+    provider_revision: PROVIDER_REVISION,
+    materialization_revision: MATERIALIZATION_REVISION,
+};
+
+/// The instance `id` of `request` in `state`.
 pub(super) fn instance_of(
     request: &SandboxProvisionRequest,
     id: &str,
     state: InstanceState,
 ) -> SandboxInstance {
-    SandboxInstance {
-        instance_id: id.to_owned(),
-        provider: request.provider.clone(),
-        placement: request.placement,
-        state,
-        workspace_id: request.workspace_id.clone(),
-        session_id: request.session_id.clone(),
-        run_id: request.run_id.clone(),
-        attempt_id: request.attempt_id.clone(),
-        lease_id: request.lease_id.clone(),
-        lease_epoch: request.lease_epoch,
-        target: request.target,
-        profile: request.profile.clone(),
-        platform: request.platform,
-        root_image: request.root_image.clone(),
-        mounts: request.mounts.clone(),
-        output_path: OUTPUT_PATH.to_owned(),
-        expires_at: request.expires_at,
-        materialization: Materialization {
-            profile_digest: request.profile.profile_digest.clone(),
-            image_reference: request.root_image.clone(),
-            image_digest: request.root_image.digest(),
-            provider_revision: PROVIDER_REVISION.to_owned(),
-            materialization_revision: MATERIALIZATION_REVISION.to_owned(),
-        },
-    }
+    instance::instance_of(&IDENTITY, request, id, state)
 }
 
 pub(super) use crate::store::owner_of;
@@ -62,46 +44,9 @@ impl Inner {
         operation: Operation,
         request: &SandboxProvisionRequest,
     ) -> Result<(), SandboxError> {
-        if request.provider != PROVIDER_ID {
-            return Err(SandboxError::invalid_request(
-                operation,
-                "provider",
-                PROVIDER_ID,
-                &request.provider,
-            ));
-        }
-        if request.target != Tier::Container {
-            return Err(SandboxError::unavailable(
-                Requirement::Tier,
-                "only container",
-            ));
-        }
-        if request.platform != host_platform() {
-            return Err(SandboxError::unavailable(
-                Requirement::Platform,
-                format!("only {:?}", host_platform()),
-            ));
-        }
-        if !request.profile.packages.is_empty() {
-            return Err(SandboxError::unavailable(
-                Requirement::Packages,
-                "no package manager is offered",
-            ));
-        }
-        self.admit_network(&request.profile.network_policy)?;
-        if request.profile.resources.disk_bytes.is_some() {
-            return Err(SandboxError::unavailable(
-                Requirement::Resources,
-                "disk limits are not enforced",
-            ));
-        }
-        if request.mounts.len() > usize::from(MAX_MOUNTS) {
-            return Err(SandboxError::unavailable(
-                Requirement::Mounts,
-                format!("at most {MAX_MOUNTS} mounts"),
-            ));
-        }
-        Ok(())
+        instance::admit(&IDENTITY, host_platform(), operation, request, |policy| {
+            self.admit_network(policy)
+        })
     }
 
     pub(super) async fn resolve_root(
@@ -133,24 +78,7 @@ impl Inner {
         id: &str,
         request: &SandboxProvisionRequest,
     ) -> Result<(), String> {
-        let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
-        std::fs::create_dir_all(self.layout.instance_dir(id).join("mounts"))
-            .map_err(|e| io("creating mounts", e))?;
-        let mut homes: Vec<Home> = (0..request.mounts.len()).map(Home::Mount).collect();
-        homes.push(Home::Output);
-        for home in homes {
-            let dir = self.layout.home_dir(id, home);
-            match std::fs::create_dir(&dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io("creating a host directory", e)),
-            }
-            if let Some(uid) = owner_of(request, home) {
-                std::os::unix::fs::chown(&dir, Some(uid), Some(uid))
-                    .map_err(|e| io("chown of a host directory", e))?;
-            }
-        }
-        self.prepare_mount_points(id, request)
+        instance_dirs::prepare_dirs(&self.layout, id, request)
     }
 
     pub(super) fn prepare_mount_points(
@@ -158,14 +86,7 @@ impl Inner {
         id: &str,
         request: &SandboxProvisionRequest,
     ) -> Result<(), String> {
-        for (parent, rel) in store::nested_mount_points(request) {
-            let owner = owner_of(request, Home::Mount(parent));
-            contained::open_root(&self.layout.mount_dir(id, parent))
-                .and_then(|root| contained::create_dirs_beneath(root.as_fd(), &rel, owner))
-                .map(drop)
-                .map_err(|e| format!("mount point {}: {}", rel.display(), chain(&e)))?;
-        }
-        Ok(())
+        instance_dirs::prepare_mount_points(&self.layout, id, request)
     }
 
     /// What the container of `request` is created from: the host
@@ -253,8 +174,6 @@ impl Inner {
         Ok(())
     }
 
-    /// Removes every trace of an instance: its open process, container,
-    /// owned image tag and directory. Idempotent; unknown ids succeed.
     /// Destroys an instance known (from a fresh inventory) to have no
     /// container and no image: only its state directory.
     pub(super) async fn destroy_instance_record(
@@ -265,32 +184,26 @@ impl Inner {
         if !store::is_id(INSTANCE_PREFIX, id) {
             return Ok(());
         }
-        let dir = self.layout.instance_dir(id);
-        blocking(op::DESTROY, move || match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
-        })
-        .await?
-        .map_err(|e| provider_error(operation, format!("removing the instance directory: {e}")))
+        instance_dirs::remove_instance_dir(&self.layout, operation, id).await
     }
 
+    /// Removes every trace of an instance: its open process, container,
+    /// owned image tag and directory. Idempotent; unknown ids succeed.
     pub(super) async fn destroy_instance(
         &self,
         operation: Operation,
         id: &str,
     ) -> Result<(), SandboxError> {
-        if !store::is_id(INSTANCE_PREFIX, id) {
+        let target = instance_dirs::destroy_target(
+            &self.layout,
+            INSTANCE_PREFIX,
+            &self.processes,
+            id,
+            |r: &InstanceRecord| r.scope == self.scope,
+        );
+        let DestroyTarget::Ours(rec) = target else {
             return Ok(());
-        }
-        self.processes.forget(id);
-        let rec = store::read_record::<InstanceRecord>(&self.layout.instance_record(id))
-            .ok()
-            .flatten();
-        if rec.as_ref().is_some_and(|r| r.scope != self.scope) {
-            // Another scope's instance under a shared state directory.
-            return Ok(());
-        }
+        };
         // The container (kill and remove are one forced call), and any
         // container of this scope labelled with the id under another name,
         // at once; then the per-instance image tag, which a container still
@@ -323,13 +236,6 @@ impl Inner {
                 .await
                 .map_err(|e| daemon_error(operation, &e))?;
         }
-        let dir = self.layout.instance_dir(id);
-        blocking(op::DESTROY, move || match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
-        })
-        .await?
-        .map_err(|e| provider_error(operation, format!("removing the instance directory: {e}")))
+        instance_dirs::remove_instance_dir(&self.layout, operation, id).await
     }
 }

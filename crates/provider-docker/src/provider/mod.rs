@@ -70,6 +70,7 @@ mod egress;
 mod envelope;
 mod errors;
 mod execute;
+mod host;
 mod inner;
 mod instances;
 mod labels;

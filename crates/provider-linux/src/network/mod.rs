@@ -36,15 +36,19 @@
 //! changes no forwarding setting), so an allowlist to an address off the
 //! host is enforced but unreachable.
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use checkfu_sandbox_contained as contained;
 use checkfu_sandbox_contract::NetworkDestination;
-use checkfu_sandbox_hostfs::nft::{self, AllowedEndpoint};
+use checkfu_sandbox_hostfs::nft;
+use checkfu_sandbox_hostfs::{allowlist, host_tools};
+
+pub use checkfu_sandbox_hostfs::allowlist::EgressPlan;
 use sha2::{Digest as _, Sha256};
 
 /// The prefix of the alias of every link the provider creates.
@@ -75,33 +79,15 @@ pub enum EgressSupport {
     Unavailable(String),
 }
 
-/// Directories searched for the tools after `PATH`.
-const SBIN_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
-
-fn find_tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(SBIN_DIRS.iter().map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    // A host tool in the host's PATH, never a workload tree.
-    #[allow(clippy::disallowed_methods)]
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 impl EgressSupport {
-    /// Probes this host once: finds `ip`, `nsenter` and `nft`, then has
-    /// `nsenter` enter this process's own network namespace and `nft --check` the empty allowlist there (which needs
-    /// `CAP_NET_ADMIN` and nf_tables with the `inet` family). Nothing is
-    /// changed on the host.
+    /// Probes this host once: finds `ip`, `nsenter` and `nft`
+    /// ([`host_tools::find_tool`]), then checks that a rule set loads in a
+    /// network namespace entered through `nsenter`
+    /// ([`host_tools::check_nft`]). Nothing is changed on the host.
     pub fn probe() -> EgressSupport {
         let mut tools = Vec::new();
         for name in ["ip", "nsenter", "nft"] {
-            match find_tool(name) {
+            match host_tools::find_tool(name) {
                 Some(p) => tools.push(p),
                 None => {
                     return EgressSupport::Unavailable(format!(
@@ -110,22 +96,10 @@ impl EgressSupport {
                 }
             }
         }
-        let (ip, nsenter, nft_bin) = (tools[0].clone(), tools[1].clone(), tools[2].clone());
-        let script = nft::ruleset(&[]);
-        let netns = format!("--net=/proc/{}/ns/net", std::process::id());
-        match run(
-            &nsenter,
-            &[&netns, "--", path_str(&nft_bin), "--check", "-f", "-"],
-            Some(script.as_bytes()),
-        ) {
-            Ok(_) => EgressSupport::Enforced {
-                ip,
-                nsenter,
-                nft: nft_bin,
-            },
-            Err(e) => EgressSupport::Unavailable(format!(
-                "checking an nftables rule set through nsenter: {e}"
-            )),
+        let (ip, nsenter, nft) = (tools[0].clone(), tools[1].clone(), tools[2].clone());
+        match host_tools::check_nft(&nsenter, &nft) {
+            Ok(()) => EgressSupport::Enforced { ip, nsenter, nft },
+            Err(why) => EgressSupport::Unavailable(why),
         }
     }
 
@@ -228,49 +202,13 @@ fn overlaps(a: Ipv4Addr, alen: u8, b: Ipv4Addr, blen: u8) -> bool {
     u32::from(a) & m == u32::from(b) & m
 }
 
-/// The provider-resolved allowlist of one activation.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct EgressPlan {
-    /// Allowed TCP endpoints, sorted and deduplicated.
-    pub endpoints: Vec<AllowedEndpoint>,
-    /// `/etc/hosts` pins: (address, name), in destination order.
-    pub hosts: Vec<(IpAddr, String)>,
-}
-
 /// Resolves `destinations`: IP literals (bracketed IPv6 too) as they are,
-/// names through the host's resolver, once.
+/// names through the host's resolver, once ([`allowlist::plan`]).
 ///
 /// # Errors
 /// A line naming the destination that does not resolve.
 pub fn plan(destinations: &[NetworkDestination]) -> Result<EgressPlan, String> {
-    let mut plan = EgressPlan::default();
-    for d in destinations {
-        let host = d.host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            plan.endpoints.push(AllowedEndpoint::new(ip, d.port));
-            continue;
-        }
-        let addrs: Vec<IpAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, d.port))
-            .map_err(|e| format!("resolving destination {}:{}: {e}", d.host, d.port))?
-            .map(|sa| sa.ip().to_canonical())
-            .collect();
-        if addrs.is_empty() {
-            return Err(format!(
-                "destination {}:{} resolves to no address",
-                d.host, d.port
-            ));
-        }
-        for ip in addrs {
-            plan.endpoints.push(AllowedEndpoint::new(ip, d.port));
-            let pin = (ip, host.to_owned());
-            if !plan.hosts.contains(&pin) {
-                plan.hosts.push(pin);
-            }
-        }
-    }
-    plan.endpoints.sort();
-    plan.endpoints.dedup();
-    Ok(plan)
+    allowlist::plan(destinations, &BTreeMap::new())
 }
 
 /// The `/etc/hosts` of an allowlist instance.
@@ -308,13 +246,6 @@ pub use plumbing::Plumbing;
 mod tests {
     use super::*;
 
-    fn dest(host: &str, port: u16) -> NetworkDestination {
-        NetworkDestination {
-            host: host.into(),
-            port,
-        }
-    }
-
     #[test]
     fn names_fit_the_kernel_limit_and_differ_by_scope_and_instance() {
         let b = bridge_name("conf-1-0");
@@ -347,38 +278,20 @@ mod tests {
     }
 
     #[test]
-    fn literals_become_endpoints_and_pin_nothing() {
-        let p = plan(&[
-            dest("10.0.0.9", 80),
-            dest("[fd00::9]", 81),
-            dest("10.0.0.9", 80),
-        ])
-        .unwrap();
-        let eps: Vec<String> = p
-            .endpoints
-            .iter()
-            .map(|e| format!("{} {}", e.addr, e.port))
-            .collect();
-        assert_eq!(eps, ["10.0.0.9 80", "fd00::9 81"]);
-        assert!(p.hosts.is_empty());
-        assert_eq!(hosts_file(&p), "127.0.0.1\tlocalhost\n::1\tlocalhost\n");
-    }
-
-    #[test]
-    fn names_are_resolved_once_and_pinned() {
+    fn the_hosts_file_pins_every_resolved_name() {
+        let to = |host: &str| {
+            [NetworkDestination {
+                host: host.into(),
+                port: 80,
+            }]
+        };
+        let empty = plan(&to("10.0.0.9")).unwrap();
+        assert_eq!(hosts_file(&empty), "127.0.0.1\tlocalhost\n::1\tlocalhost\n");
         // `localhost` resolves through the host's own files, no query leaves.
-        let p = plan(&[dest("localhost", 7000)]).unwrap();
-        assert!(!p.endpoints.is_empty());
-        assert!(p.endpoints.iter().all(|e| e.port == 7000));
+        let p = plan(&to("localhost")).unwrap();
+        assert!(!p.hosts.is_empty());
         for (ip, name) in &p.hosts {
-            assert_eq!(name, "localhost");
-            assert!(hosts_file(&p).contains(&format!("{ip}\tlocalhost\n")));
-            assert!(p.endpoints.iter().any(|e| e.addr == *ip));
+            assert!(hosts_file(&p).contains(&format!("{ip}\t{name}\n")));
         }
-    }
-
-    #[test]
-    fn a_missing_tool_is_not_found() {
-        assert!(find_tool("checkfu-no-such-tool").is_none());
     }
 }

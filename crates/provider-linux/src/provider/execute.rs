@@ -4,9 +4,10 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use checkfu_sandbox_contract::bounds::{self, exec_argument_space};
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::argument_space::{not_started, over_argument_space};
+use checkfu_sandbox_hostfs::host::load_active;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::{
@@ -55,19 +56,11 @@ impl Inner {
         request: ExecuteRequest,
     ) -> Result<SandboxCommandResult, SandboxError> {
         const OP: Operation = op::EXECUTE;
-        let rec = self.load_instance(OP, &request.instance_id)?;
-        if rec.state != InstanceState::Active {
-            return Err(SandboxError::conflict(OP, "active", rec.state));
-        }
+        let rec = load_active(self, OP, &request.instance_id)?;
         let c = request.command;
         let started_at = self.clock.now();
-        let launch_failure = |code: u8, message: String| SandboxCommandResult {
-            exit: ExitCause::ExitCode(code),
-            stdout_base64: Bytes(Vec::new()),
-            stderr_base64: Bytes(message.into_bytes()),
-            started_at,
-            finished_at: self.clock.now().max(started_at),
-        };
+        let launch_failure =
+            |code: u8, message: String| not_started(code, message, started_at, self.clock.now());
         if let Some(reason) = over_argument_space(&c.executable, &c.arguments, &c.environment) {
             // The kernel would refuse the execve (E2BIG): reported as could
             // not be executed, without starting anything.
@@ -183,25 +176,4 @@ impl Inner {
             }
         }
     }
-}
-
-/// The reason a command's argv and environment are over the kernel's
-/// argument space as the contract models it
-/// ([`bounds::EXEC_ARGUMENT_SPACE_BYTES`]), or `None` when they fit.
-pub(crate) fn over_argument_space(
-    executable: &str,
-    arguments: &[String],
-    environment: &std::collections::BTreeMap<String, String>,
-) -> Option<String> {
-    let space = exec_argument_space(
-        std::iter::once(executable).chain(arguments.iter().map(String::as_str)),
-        environment.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-    );
-    (space > bounds::EXEC_ARGUMENT_SPACE_BYTES).then(|| {
-        format!(
-            "{executable}: Argument list too long (arguments and environment take {space} bytes, \
-over the kernel's {}); not executed",
-            bounds::EXEC_ARGUMENT_SPACE_BYTES
-        )
-    })
 }

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use checkfu_sandbox_contained::{self as contained};
-use checkfu_sandbox_contract::bounds::{MAX_MOUNTS, OUTPUT_PATH};
+use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::instance::{self, HostProviderIdentity};
+use checkfu_sandbox_hostfs::instance_dirs::{self, DestroyTarget};
 
 use super::{
     envelope::host_platform,
@@ -22,7 +24,7 @@ use crate::image::ImageError;
 use crate::image::ImageStore;
 use crate::spawn::{self, Bind, InitPlan, RootMount};
 use crate::store::RootLayout as _;
-use crate::store::{self, Home, InitRecord, InstanceRecord, Layout, RootMode};
+use crate::store::{InitRecord, InstanceRecord, Layout, RootMode};
 
 /// How long a killed init may take to disappear before destroy fails.
 const STOP_BOUND: Duration = Duration::from_secs(10);
@@ -44,37 +46,20 @@ const PROC_MASKED: &[&str] = &[
 /// Host device nodes bound into an instance's `/dev`.
 const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
+/// What this provider is, for the shared instance and admission code.
+pub(super) const IDENTITY: HostProviderIdentity = HostProviderIdentity {
+    provider_id: PROVIDER_ID,
+    provider_revision: PROVIDER_REVISION,
+    materialization_revision: MATERIALIZATION_REVISION,
+};
+
+/// The instance `id` of `request` in `state`.
 pub(super) fn instance_of(
     request: &SandboxProvisionRequest,
     id: &str,
     state: InstanceState,
 ) -> SandboxInstance {
-    SandboxInstance {
-        instance_id: id.to_owned(),
-        provider: request.provider.clone(),
-        placement: request.placement,
-        state,
-        workspace_id: request.workspace_id.clone(),
-        session_id: request.session_id.clone(),
-        run_id: request.run_id.clone(),
-        attempt_id: request.attempt_id.clone(),
-        lease_id: request.lease_id.clone(),
-        lease_epoch: request.lease_epoch,
-        target: request.target,
-        profile: request.profile.clone(),
-        platform: request.platform,
-        root_image: request.root_image.clone(),
-        mounts: request.mounts.clone(),
-        output_path: OUTPUT_PATH.to_owned(),
-        expires_at: request.expires_at,
-        materialization: Materialization {
-            profile_digest: request.profile.profile_digest.clone(),
-            image_reference: request.root_image.clone(),
-            image_digest: request.root_image.digest(),
-            provider_revision: PROVIDER_REVISION.to_owned(),
-            materialization_revision: MATERIALIZATION_REVISION.to_owned(),
-        },
-    }
+    instance::instance_of(&IDENTITY, request, id, state)
 }
 
 pub(super) use crate::store::owner_of;
@@ -167,53 +152,17 @@ impl Inner {
         operation: Operation,
         request: &SandboxProvisionRequest,
     ) -> Result<(), SandboxError> {
-        if request.provider != PROVIDER_ID {
-            return Err(SandboxError::invalid_request(
-                operation,
-                "provider",
-                PROVIDER_ID,
-                &request.provider,
-            ));
-        }
-        if request.target != Tier::Container {
-            return Err(SandboxError::unavailable(
-                Requirement::Tier,
-                "only container",
-            ));
-        }
-        if request.platform != host_platform() {
-            return Err(SandboxError::unavailable(
-                Requirement::Platform,
-                format!("only {:?}", host_platform()),
-            ));
-        }
-        if !request.profile.packages.is_empty() {
-            return Err(SandboxError::unavailable(
-                Requirement::Packages,
-                "no package manager is offered",
-            ));
-        }
-        if request.profile.network_policy.mode() == NetworkMode::Allowlist
-            && !crate::network::EgressSupport::probe_cached().is_enforced()
-        {
-            return Err(SandboxError::unavailable(
-                Requirement::NetworkPolicy,
-                "network mode allowlist is not offered on this host",
-            ));
-        }
-        if request.profile.resources.disk_bytes.is_some() {
-            return Err(SandboxError::unavailable(
-                Requirement::Resources,
-                "disk limits are not enforced",
-            ));
-        }
-        if request.mounts.len() > usize::from(MAX_MOUNTS) {
-            return Err(SandboxError::unavailable(
-                Requirement::Mounts,
-                format!("at most {MAX_MOUNTS} mounts"),
-            ));
-        }
-        Ok(())
+        instance::admit(&IDENTITY, host_platform(), operation, request, |policy| {
+            if policy.mode() == NetworkMode::Allowlist
+                && !crate::network::EgressSupport::probe_cached().is_enforced()
+            {
+                return Err(SandboxError::unavailable(
+                    Requirement::NetworkPolicy,
+                    "network mode allowlist is not offered on this host",
+                ));
+            }
+            Ok(())
+        })
     }
 
     /// The root image in the store: its manifest digest (hex) and its
@@ -249,24 +198,7 @@ impl Inner {
         id: &str,
         request: &SandboxProvisionRequest,
     ) -> Result<(), String> {
-        let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
-        std::fs::create_dir_all(self.layout.instance_dir(id).join("mounts"))
-            .map_err(|e| io("creating mounts", e))?;
-        let mut homes: Vec<Home> = (0..request.mounts.len()).map(Home::Mount).collect();
-        homes.push(Home::Output);
-        for home in homes {
-            let dir = self.layout.home_dir(id, home);
-            match std::fs::create_dir(&dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io("creating a host directory", e)),
-            }
-            if let Some(uid) = owner_of(request, home) {
-                std::os::unix::fs::chown(&dir, Some(uid), Some(uid))
-                    .map_err(|e| io("chown of a host directory", e))?;
-            }
-        }
-        self.prepare_mount_points(id, request)
+        instance_dirs::prepare_dirs(&self.layout, id, request)
     }
 
     pub(super) fn prepare_mount_points(
@@ -274,14 +206,7 @@ impl Inner {
         id: &str,
         request: &SandboxProvisionRequest,
     ) -> Result<(), String> {
-        for (parent, rel) in store::nested_mount_points(request) {
-            let owner = owner_of(request, Home::Mount(parent));
-            contained::open_root(&self.layout.mount_dir(id, parent))
-                .and_then(|root| contained::create_dirs_beneath(root.as_fd(), &rel, owner))
-                .map(drop)
-                .map_err(|e| format!("mount point {}: {}", rel.display(), chain(&e)))?;
-        }
-        Ok(())
+        instance_dirs::prepare_mount_points(&self.layout, id, request)
     }
 
     /// The init's plan for an instance whose root layer is prepared.
@@ -511,20 +436,17 @@ impl Inner {
         operation: Operation,
         id: &str,
     ) -> Result<(), SandboxError> {
-        if !store::is_id(INSTANCE_PREFIX, id) {
-            return Ok(());
-        }
-        self.processes.forget(id);
-        let rec = store::read_record::<InstanceRecord>(&self.layout.instance_record(id))
-            .ok()
-            .flatten();
-        if rec.as_ref().is_some_and(|r| r.scope != self.scope) {
-            // Another scope's instance under a shared state directory.
-            return Ok(());
-        }
-        match &rec {
-            Some(rec) => self.stop_init(operation, rec).await?,
-            None => {
+        let target = instance_dirs::destroy_target(
+            &self.layout,
+            INSTANCE_PREFIX,
+            &self.processes,
+            id,
+            |r: &InstanceRecord| r.scope == self.scope,
+        );
+        match target {
+            DestroyTarget::NotOurs => return Ok(()),
+            DestroyTarget::Ours(Some(rec)) => self.stop_init(operation, &rec).await?,
+            DestroyTarget::Ours(None) => {
                 if let Some(problem) = self.remove_cgroups(id).await {
                     return Err(provider_error(
                         operation,
@@ -533,13 +455,6 @@ impl Inner {
                 }
             }
         }
-        let dir = self.layout.instance_dir(id);
-        blocking(op::DESTROY, move || match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
-        })
-        .await?
-        .map_err(|e| provider_error(operation, format!("removing the instance directory: {e}")))
+        instance_dirs::remove_instance_dir(&self.layout, operation, id).await
     }
 }

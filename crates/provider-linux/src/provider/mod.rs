@@ -57,6 +57,7 @@ mod egress;
 mod envelope;
 mod errors;
 mod execute;
+mod host;
 mod inner;
 mod instances;
 mod open_process;

@@ -1,10 +1,12 @@
-//! openProcess: one live command per instance, with its stdio as streams.
+//! openProcess: one live command per instance, with its stdio as streams,
+//! opened through [`checkfu_sandbox_hostfs::process::begin`].
 
 use std::process::Stdio;
 
 use async_trait::async_trait;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::process as opening;
 
 use super::{
     command::{spawn_failure, SpawnFailure},
@@ -21,16 +23,16 @@ impl OpenProcessMember for LinuxProvider {
     ) -> Result<SandboxProcess, SandboxError> {
         const OP: Operation = op::OPEN_PROCESS;
         let inner = &self.inner;
-        let rec = inner.load_instance(OP, &request.instance_id)?;
-        if rec.state != InstanceState::Active {
-            return Err(SandboxError::conflict(OP, "active", rec.state));
-        }
-        let reservation = inner.processes.reserve(&rec.instance_id)?;
-        let started_at = inner.clock.now();
+        let opening = opening::begin(
+            &**inner,
+            &inner.processes,
+            &*inner.clock,
+            &request.instance_id,
+        )?;
         let spawned = inner
             .command(
                 OP,
-                &rec,
+                &opening.record,
                 &request.executable,
                 &request.arguments,
                 &request.environment,
@@ -50,23 +52,8 @@ impl OpenProcessMember for LinuxProvider {
                         }
                     })
             });
-        let child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                reservation.release();
-                return Err(e);
-            }
-        };
-        let evidence = SandboxProcessEvidence {
-            provider: PROVIDER_ID.to_owned(),
-            instance_id: rec.instance_id.clone(),
-            session_id: rec.request.session_id.clone(),
-            placement: rec.request.placement,
-            tier: rec.request.target,
-            network_mode: rec.request.profile.network_policy.mode(),
-            executable: request.executable,
-            started_at,
-        };
+        let (reservation, child, evidence) =
+            opening.started(PROVIDER_ID, request.executable, spawned)?;
         process::wrap(reservation, child, evidence)
     }
 }

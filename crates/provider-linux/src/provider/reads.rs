@@ -1,27 +1,12 @@
-//! readFile, readFiles, listDir and listProjectDir:
-//! [`checkfu_sandbox_hostfs::reads`] over this provider's state directory.
+//! readFiles, listDir and listProjectDir:
+//! [`checkfu_sandbox_hostfs::reads`] over this provider's state directory
+//! (its records through [`super::host`]).
 
 use async_trait::async_trait;
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_hostfs::reads::{self, InstanceHomes};
+use checkfu_sandbox_hostfs::reads;
 
-use super::inner::{Inner, LinuxProvider};
-use crate::store::Layout;
-
-impl InstanceHomes for Inner {
-    fn instance_request(
-        &self,
-        operation: Operation,
-        instance_id: &str,
-    ) -> Result<SandboxProvisionRequest, SandboxError> {
-        self.load_instance(operation, instance_id)
-            .map(|rec| rec.request)
-    }
-
-    fn layout(&self) -> &Layout {
-        &self.layout
-    }
-}
+use super::inner::LinuxProvider;
 
 #[async_trait]
 impl ReadFilesMember for LinuxProvider {
