@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use bollard::Docker;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::records;
 
-use super::errors::provider_error;
 use super::labels::container_name;
 use super::pool::{Pool, DEFAULT_POOL_SIZE, MAX_POOL_SIZE, POOL_ENV};
 use crate::daemon::{self, DaemonError};
 use crate::egress::{EgressConfig, EgressSupport};
 use crate::process::ProcessTable;
-use crate::store::{self, InstanceRecord, Layout, SnapshotRecord};
+use crate::store::{InstanceRecord, Layout, SnapshotRecord};
 
 /// The provider id instances echo as `provider`.
 pub const PROVIDER_ID: &str = "docker";
@@ -22,8 +22,7 @@ pub const PROVIDER_REVISION: &str = "docker/1";
 /// The materialization revision instances echo in `materialization`.
 pub const MATERIALIZATION_REVISION: &str = "fixture-busybox/1";
 
-pub(super) const INSTANCE_PREFIX: &str = "i";
-pub(super) const SNAPSHOT_PREFIX: &str = "s";
+pub(super) use checkfu_sandbox_hostfs::records::{INSTANCE_PREFIX, SNAPSHOT_PREFIX};
 
 /// How to construct a [`DockerProvider`].
 #[derive(Debug, Clone)]
@@ -284,17 +283,7 @@ impl Inner {
         operation: Operation,
         id: &str,
     ) -> Result<InstanceRecord, SandboxError> {
-        let not_found = || SandboxError::SandboxInstanceNotFound {
-            instance_id: id.to_owned(),
-        };
-        if !store::is_id(INSTANCE_PREFIX, id) {
-            return Err(not_found());
-        }
-        match store::read_record::<InstanceRecord>(&self.layout.instance_record(id)) {
-            Ok(Some(rec)) if rec.scope == self.scope => Ok(rec),
-            Ok(_) => Err(not_found()),
-            Err(m) => Err(provider_error(operation, m)),
-        }
+        records::load_instance(&self.layout, &self.scope, operation, id)
     }
 
     pub(super) fn load_snapshot(
@@ -302,17 +291,7 @@ impl Inner {
         operation: Operation,
         id: &str,
     ) -> Result<SnapshotRecord, SandboxError> {
-        let not_found = || SandboxError::SandboxSnapshotNotFound {
-            snapshot_id: id.to_owned(),
-        };
-        if !store::is_id(SNAPSHOT_PREFIX, id) {
-            return Err(not_found());
-        }
-        match store::read_record::<SnapshotRecord>(&self.layout.snapshot_record(id)) {
-            Ok(Some(rec)) if rec.scope == self.scope => Ok(rec),
-            Ok(_) => Err(not_found()),
-            Err(m) => Err(provider_error(operation, m)),
-        }
+        records::load_snapshot(&self.layout, &self.scope, operation, id)
     }
 
     /// The container of an instance: the pooled container its record
@@ -328,8 +307,7 @@ impl Inner {
         operation: Operation,
         rec: &InstanceRecord,
     ) -> Result<(), SandboxError> {
-        store::write_record(&self.layout.instance_record(&rec.instance_id), rec)
-            .map_err(|e| provider_error(operation, format!("writing the instance record: {e}")))
+        records::save_instance(&self.layout, operation, rec)
     }
 }
 
