@@ -20,7 +20,7 @@ pub const PROVIDER_REVISION: &str = "linux/1";
 /// The materialization revision instances echo in `materialization`.
 pub const MATERIALIZATION_REVISION: &str = "oci-store/1";
 
-pub(super) use checkfu_sandbox_hostfs::records::{INSTANCE_PREFIX, SNAPSHOT_PREFIX};
+pub(super) use checkfu_sandbox_hostfs::records::INSTANCE_PREFIX;
 
 /// The user workload commands run as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
