@@ -47,6 +47,7 @@ pub mod allowlist;
 pub mod archive;
 pub mod argument_space;
 pub mod busybox;
+pub mod conformance_target;
 pub mod errors;
 pub mod host;
 pub mod host_envelope;
