@@ -19,6 +19,17 @@ pub const INSTANCE_PREFIX: &str = "i";
 /// The prefix of every snapshot id (`s-<24 hex>`).
 pub const SNAPSHOT_PREFIX: &str = "s";
 
+/// Whether `scope` may name a provider's scope: 1..=64 characters of
+/// `[a-z0-9._-]` (usable as a label value, a directory name and a name
+/// part).
+pub fn scope_ok(scope: &str) -> bool {
+    !scope.is_empty()
+        && scope.len() <= 64
+        && scope
+            .bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+}
+
 /// A provider's instance record (`instance.json`).
 pub trait StoredInstance: InstanceRecordView + Serialize + DeserializeOwned {
     /// The scope the instance belongs to.
@@ -179,6 +190,14 @@ mod tests {
         let dir = layout.snapshot_dir(&rec.snapshot.snapshot_id);
         std::fs::create_dir_all(&dir).unwrap();
         store::write_record(&dir.join(store::SNAPSHOT_RECORD), rec).unwrap();
+    }
+
+    #[test]
+    fn scopes() {
+        assert!(scope_ok("conf-123-4"));
+        for bad in ["", "A", "a b", "a/b", &"x".repeat(65)] {
+            assert!(!scope_ok(bad), "{bad}");
+        }
     }
 
     #[test]

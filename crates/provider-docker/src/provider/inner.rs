@@ -137,14 +137,6 @@ pub(crate) struct Inner {
     pub(crate) active_write_hook: std::sync::OnceLock<crate::active_write::StepHook>,
 }
 
-pub(super) fn scope_ok(scope: &str) -> bool {
-    !scope.is_empty()
-        && scope.len() <= 64
-        && scope
-            .bytes()
-            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
-}
-
 impl DockerProvider {
     /// Connects to the local daemon (version negotiated) and prepares the
     /// state directory.
@@ -195,7 +187,7 @@ impl DockerProvider {
         egress: EgressConfig,
         support: EgressSupport,
     ) -> Result<Self, DockerProviderError> {
-        if !scope_ok(&config.scope) {
+        if !records::scope_ok(&config.scope) {
             return Err(DockerProviderError::Scope(config.scope));
         }
         if config.pool_size > MAX_POOL_SIZE {
@@ -308,18 +300,5 @@ impl Inner {
         rec: &InstanceRecord,
     ) -> Result<(), SandboxError> {
         records::save_instance(&self.layout, operation, rec)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scopes() {
-        assert!(scope_ok("conf-123-4"));
-        for bad in ["", "A", "a b", "a/b", &"x".repeat(65)] {
-            assert!(!scope_ok(bad), "{bad}");
-        }
     }
 }

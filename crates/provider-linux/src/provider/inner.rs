@@ -129,14 +129,6 @@ pub(crate) struct Inner {
         std::sync::OnceLock<checkfu_sandbox_hostfs::active_write::StepHook>,
 }
 
-pub(super) fn scope_ok(scope: &str) -> bool {
-    !scope.is_empty()
-        && scope.len() <= 64
-        && scope
-            .bytes()
-            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
-}
-
 /// Whether this host can run the provider: root, cgroups, namespaces and
 /// the seccomp filter. `Ok` carries the cgroup version.
 ///
@@ -176,7 +168,7 @@ impl LinuxProvider {
     /// scope is malformed or the state directory cannot be created.
     pub fn new(config: LinuxConfig) -> Result<Self, LinuxProviderError> {
         let version = availability()?;
-        if !scope_ok(&config.scope) {
+        if !records::scope_ok(&config.scope) {
             return Err(LinuxProviderError::Scope(config.scope));
         }
         let layout = Layout::new(config.state_dir);
@@ -285,18 +277,5 @@ impl Inner {
         rec: &InstanceRecord,
     ) -> Result<(), SandboxError> {
         records::save_instance(&self.layout, operation, rec)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scopes() {
-        assert!(scope_ok("conf-123-4"));
-        for bad in ["", "A", "a b", "a/b", &"x".repeat(65)] {
-            assert!(!scope_ok(bad), "{bad}");
-        }
     }
 }
