@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,6 +30,8 @@ use bollard::query_parameters::{ListImagesOptionsBuilder, ListNetworksOptionsBui
 use checkfu_sandbox_conformance::context::fresh_token;
 use checkfu_sandbox_conformance::{ConformanceTarget, Listener, LiveObjects, TargetError, Token};
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::conformance_target::{self as shared, suite};
+use checkfu_sandbox_hostfs::errors::chain;
 
 use crate::egress::{EgressConfig, EgressSupport};
 
@@ -48,8 +50,6 @@ pub const KIND_TEST_SUPPORT: &str = "conformance-support";
 /// left (a daemon call dropped mid-flight may still create an object after
 /// the first round listed the scope).
 pub const CLOSE_ROUNDS: u32 = 3;
-
-static TARGET_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The Docker provider under test.
 pub struct DockerTarget {
@@ -122,15 +122,8 @@ impl DockerTarget {
         let root_image = ImageReference::parse(&pinned)
             .map_err(|e| TargetError::platform(format!("fixture reference {pinned}"), e))?;
         let fixture_id = format!("sha256:{}", root_image.digest().hex());
-        let scope = format!(
-            "conf-{}-{}",
-            std::process::id(),
-            TARGET_COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
-        let state_dir = tempfile::Builder::new()
-            .prefix(&format!("checkfu-{scope}-"))
-            .tempdir()
-            .map_err(|e| TargetError::platform("state directory", chain(&e)))?;
+        let scope = shared::fresh_scope();
+        let state_dir = suite::fresh_state_dir(&format!("checkfu-{scope}-"))?;
         let network = format!("checkfu-{scope}");
         let provider = DockerProvider::with_egress(
             docker.clone(),
@@ -244,54 +237,11 @@ impl DockerTarget {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
-        match std::fs::remove_dir_all(&self.state_path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => problems.push(format!(
-                "state directory {}: {e}",
-                self.state_path.display()
-            )),
-        }
-        // The directory is gone (or reported): the guard has nothing left
-        // to remove.
-        drop(
-            self.state_dir
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(TargetError::Leftovers(problems))
-        }
+        suite::close_state_dir(&self.state_path, &self.state_dir, problems)
     }
 }
 
-/// An error and its sources, joined by `: `.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
-/// A cutoff later than every object of a live scope: the provider's
-/// cleanup with it sweeps everything.
-fn far_future() -> Timestamp {
-    SystemClock.now().add_seconds(100 * 365 * 86_400)
-}
-
-/// One sweep of `scope`: the provider's cleanup with a far-future cutoff,
-/// a destroy of whatever its inventory still lists, then every container,
-/// image and network carrying the scope label, and the network by name.
-/// Returns what failed; every step runs.
-/// The prefix of every conformance target's scope (`conf-<pid>-<n>`).
-pub const CONFORMANCE_SCOPE_PREFIX: &str = "conf-";
+pub use checkfu_sandbox_hostfs::conformance_target::CONFORMANCE_SCOPE_PREFIX;
 
 /// Removes everything a conformance target of `provider`'s scope created
 /// (instances, snapshots, listener containers, images, the private network
@@ -314,24 +264,7 @@ pub async fn sweep_conformance_scope(provider: &DockerProvider) -> Vec<String> {
     }
     // The target's state directory: `checkfu-<scope>-*` in the temporary
     // directory (the target's own; nothing else carries the scope's name).
-    let prefix = format!("checkfu-{scope}-");
-    // The host's temporary directory, never a workload tree.
-    #[allow(clippy::disallowed_methods)]
-    let listed = std::fs::read_dir(std::env::temp_dir());
-    if let Ok(dir) = listed {
-        for e in dir.filter_map(Result::ok) {
-            let is_state = e
-                .file_name()
-                .to_str()
-                .is_some_and(|n| n.starts_with(&prefix))
-                && e.file_type().is_ok_and(|t| t.is_dir());
-            if is_state {
-                if let Err(err) = std::fs::remove_dir_all(e.path()) {
-                    problems.push(format!("state directory {}: {err}", e.path().display()));
-                }
-            }
-        }
-    }
+    problems.extend(shared::remove_state_dirs(&format!("checkfu-{scope}-")));
     problems
 }
 
@@ -377,19 +310,15 @@ pub async fn labelled_scopes(docker: &crate::Docker) -> Result<BTreeSet<String>,
     Ok(scopes)
 }
 
+/// One sweep of `scope`: the provider's cleanup with a far-future cutoff,
+/// a destroy of whatever its inventory still lists, then every container,
+/// image and network carrying the scope label, and the network by name.
+/// Returns what failed; every step runs.
 async fn sweep(provider: &DockerProvider, scope: &str, network: &str) -> Vec<String> {
-    let mut problems = Vec::new();
-    let cutoff = far_future();
-    if let Err(e) = provider
-        .cleanup(CleanupRequest {
-            now: cutoff,
-            orphaned_before: cutoff,
-            pinned_snapshots: Vec::new(),
-        })
+    let mut problems: Vec<String> = shared::cleanup_everything(provider)
         .await
-    {
-        problems.push(format!("provider cleanup: {e}"));
-    }
+        .into_iter()
+        .collect();
     problems.extend(provider.destroy_all().await);
     let docker = provider.docker();
     let labels = [(LABEL_SCOPE, scope)];
@@ -505,18 +434,11 @@ impl Drop for DockerTarget {
         if self.closed.load(Ordering::SeqCst) {
             return;
         }
-        // Drop cannot await and may run inside a runtime: sweep on a thread
-        // with its own runtime, best effort.
+        // Drop cannot await and may run inside a runtime: best effort.
         let provider = self.provider.clone();
         let scope = self.scope.clone();
         let network = self.network.clone();
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map(|rt| rt.block_on(sweep(&provider, &scope, &network)))
-        })
-        .join();
+        shared::run_to_end(async move { sweep(&provider, &scope, &network).await });
     }
 }
 
@@ -535,20 +457,7 @@ impl ConformanceTarget for DockerTarget {
     }
 
     fn declared_tokens(&self) -> BTreeSet<Token> {
-        let mut tokens: BTreeSet<Token> = [
-            Token::Filesystem,
-            Token::Process,
-            Token::Snapshot,
-            Token::NetworkNone,
-            Token::Zdr,
-            Token::Cleanup,
-        ]
-        .into_iter()
-        .collect();
-        if self.provider.egress_support().is_enforced() {
-            tokens.insert(Token::NetworkAllowlist);
-        }
-        tokens
+        suite::declared_tokens(self.provider.egress_support().is_enforced())
     }
 
     fn clock(&self) -> Arc<dyn Clock> {
@@ -675,10 +584,7 @@ impl ConformanceTarget for DockerTarget {
             .inventory()
             .await
             .map_err(|e| TargetError::platform("inventory", e))?;
-        Ok(LiveObjects {
-            instances: inv.instances.into_keys().collect(),
-            snapshots: inv.snapshots.into_keys().collect(),
-        })
+        Ok(suite::live_objects(inv.instances, inv.snapshots))
     }
 
     /// The scope teardown: [`DockerTarget::close_scope`].

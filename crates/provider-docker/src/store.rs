@@ -81,3 +81,31 @@ pub struct SnapshotRecord {
     /// Archive of the output tree, relative to the snapshot directory.
     pub outputs_archive: String,
 }
+
+impl checkfu_sandbox_hostfs::records::StoredInstance for InstanceRecord {
+    fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+
+    fn created_at(&self) -> Timestamp {
+        self.created_at
+    }
+
+    fn set_state(&mut self, state: InstanceState) {
+        self.state = state;
+    }
+}
+
+impl checkfu_sandbox_hostfs::records::StoredSnapshot for SnapshotRecord {
+    fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    fn snapshot(&self) -> &SandboxSnapshot {
+        &self.snapshot
+    }
+}

@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,14 +29,13 @@ use async_trait::async_trait;
 use checkfu_sandbox_conformance::context::fresh_token;
 use checkfu_sandbox_conformance::{ConformanceTarget, Listener, LiveObjects, TargetError, Token};
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::conformance_target::{self as shared, suite};
+use checkfu_sandbox_hostfs::errors::chain;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::{host_platform, LinuxConfig, LinuxProvider, WorkloadUser};
 
-/// The prefix of every conformance target's scope (`conf-<pid>-<n>`).
-pub const CONFORMANCE_SCOPE_PREFIX: &str = "conf-";
-
-static TARGET_COUNTER: AtomicU64 = AtomicU64::new(0);
+pub use checkfu_sandbox_hostfs::conformance_target::CONFORMANCE_SCOPE_PREFIX;
 
 /// The Linux provider under test.
 pub struct LinuxTarget {
@@ -55,18 +54,6 @@ impl std::fmt::Debug for LinuxTarget {
             .field("scope", &self.scope)
             .finish_non_exhaustive()
     }
-}
-
-/// An error and its sources, joined by `: `.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 impl LinuxTarget {
@@ -101,15 +88,8 @@ impl LinuxTarget {
         let bb = checkfu_sandbox_hostfs::rootfs::load_busybox(&path)
             .await
             .map_err(|e| TargetError::platform("busybox", chain(&e)))?;
-        let scope = format!(
-            "{CONFORMANCE_SCOPE_PREFIX}{}-{}",
-            std::process::id(),
-            TARGET_COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
-        let state_dir = tempfile::Builder::new()
-            .prefix(&format!("checkfu-linux-{scope}-"))
-            .tempdir()
-            .map_err(|e| TargetError::platform("state directory", chain(&e)))?;
+        let scope = shared::fresh_scope();
+        let state_dir = suite::fresh_state_dir(&format!("checkfu-linux-{scope}-"))?;
         let provider = LinuxProvider::new(LinuxConfig {
             state_dir: state_dir.path().to_path_buf(),
             scope: scope.clone(),
@@ -166,26 +146,8 @@ impl LinuxTarget {
                 task.abort();
             }
         }
-        let mut problems = sweep_provider(&self.provider).await;
-        match std::fs::remove_dir_all(&self.state_path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => problems.push(format!(
-                "state directory {}: {e}",
-                self.state_path.display()
-            )),
-        }
-        drop(
-            self.state_dir
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(TargetError::Leftovers(problems))
-        }
+        let problems = sweep_provider(&self.provider).await;
+        suite::close_state_dir(&self.state_path, &self.state_dir, problems)
     }
 }
 
@@ -215,27 +177,14 @@ impl LinuxTarget {
     }
 }
 
-/// A cutoff later than every object of a live scope.
-fn far_future() -> Timestamp {
-    SystemClock.now().add_seconds(100 * 365 * 86_400)
-}
-
 /// Sweeps everything of `provider`'s scope and returns what is still left
 /// (instances, snapshots, links of the scope's allowlist plumbing), one
 /// line each.
 pub async fn sweep_provider(provider: &LinuxProvider) -> Vec<String> {
-    let mut problems = Vec::new();
-    let cutoff = far_future();
-    if let Err(e) = provider
-        .cleanup(CleanupRequest {
-            now: cutoff,
-            orphaned_before: cutoff,
-            pinned_snapshots: Vec::new(),
-        })
+    let mut problems: Vec<String> = shared::cleanup_everything(provider)
         .await
-    {
-        problems.push(format!("provider cleanup: {e}"));
-    }
+        .into_iter()
+        .collect();
     problems.extend(provider.destroy_all().await);
     match provider.inventory().await {
         Ok(inv) => {
@@ -258,24 +207,10 @@ pub async fn sweep_provider(provider: &LinuxProvider) -> Vec<String> {
 /// per object that could not be removed.
 pub async fn sweep_conformance_scope(provider: &LinuxProvider) -> Vec<String> {
     let mut problems = sweep_provider(provider).await;
-    let prefix = format!("checkfu-linux-{}-", provider.scope());
-    // The host's temporary directory, never a workload tree.
-    #[allow(clippy::disallowed_methods)]
-    let listed = std::fs::read_dir(std::env::temp_dir());
-    if let Ok(dir) = listed {
-        for e in dir.filter_map(Result::ok) {
-            let is_state = e
-                .file_name()
-                .to_str()
-                .is_some_and(|n| n.starts_with(&prefix))
-                && e.file_type().is_ok_and(|t| t.is_dir());
-            if is_state {
-                if let Err(err) = std::fs::remove_dir_all(e.path()) {
-                    problems.push(format!("state directory {}: {err}", e.path().display()));
-                }
-            }
-        }
-    }
+    problems.extend(shared::remove_state_dirs(&format!(
+        "checkfu-linux-{}-",
+        provider.scope()
+    )));
     problems
 }
 
@@ -340,16 +275,9 @@ impl Drop for LinuxTarget {
                 task.abort();
             }
         }
-        // Drop cannot await and may run inside a runtime: sweep on a thread
-        // with its own runtime, best effort.
+        // Drop cannot await and may run inside a runtime: best effort.
         let provider = self.provider.clone();
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map(|rt| rt.block_on(sweep_provider(&provider)))
-        })
-        .join();
+        shared::run_to_end(async move { sweep_provider(&provider).await });
     }
 }
 
@@ -368,22 +296,7 @@ impl ConformanceTarget for LinuxTarget {
     }
 
     fn declared_tokens(&self) -> BTreeSet<Token> {
-        [
-            Token::Filesystem,
-            Token::Process,
-            Token::Snapshot,
-            Token::NetworkNone,
-            Token::Zdr,
-            Token::Cleanup,
-        ]
-        .into_iter()
-        .chain(
-            self.provider
-                .egress_support()
-                .is_enforced()
-                .then_some(Token::NetworkAllowlist),
-        )
-        .collect()
+        suite::declared_tokens(self.provider.egress_support().is_enforced())
     }
 
     fn clock(&self) -> Arc<dyn Clock> {
@@ -505,10 +418,7 @@ impl ConformanceTarget for LinuxTarget {
             .inventory()
             .await
             .map_err(|e| TargetError::platform("inventory", e))?;
-        Ok(LiveObjects {
-            instances: inv.instances.into_keys().collect(),
-            snapshots: inv.snapshots.into_keys().collect(),
-        })
+        Ok(suite::live_objects(inv.instances, inv.snapshots))
     }
 
     /// The scope teardown: [`LinuxTarget::close_scope`].

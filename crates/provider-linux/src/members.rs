@@ -5,23 +5,12 @@
 use async_trait::async_trait;
 use checkfu_sandbox_contract::{
     CleanupInventory, CleanupInventoryMember, Requirement, ResolveImageMember, SandboxError,
-    SweepCandidate,
 };
+use checkfu_sandbox_hostfs::errors::chain;
+use checkfu_sandbox_hostfs::sweep_rule;
 
 use crate::image::ImageError;
 use crate::provider::{Inventory, LinuxProvider};
-
-/// An error and its sources, joined by `: `.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
 
 /// A tag resolves to the image it designates now; a pinned reference must
 /// name an image of the local store carrying that name. No registry is
@@ -63,18 +52,5 @@ impl CleanupInventoryMember for LinuxProvider {
 
 /// The inventory as the contract's sweep candidates.
 pub(crate) fn candidates(inventory: &Inventory) -> CleanupInventory {
-    let list = |objects: &std::collections::BTreeMap<String, crate::ObjectTimes>| {
-        objects
-            .iter()
-            .map(|(id, t)| SweepCandidate {
-                id: id.clone(),
-                created_at: t.created_at,
-                expires_at: t.expires_at,
-            })
-            .collect()
-    };
-    CleanupInventory {
-        instances: list(&inventory.instances),
-        snapshots: list(&inventory.snapshots),
-    }
+    sweep_rule::candidates(&inventory.instances, &inventory.snapshots)
 }

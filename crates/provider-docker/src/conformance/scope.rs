@@ -7,12 +7,13 @@
 
 use std::path::PathBuf;
 
-use super::{chain, scope_images, scope_networks};
+use super::{scope_images, scope_networks};
 use crate::labels::{
     INSTANCE_REPOSITORY, KIND_INSTANCE, LABEL_KIND, LABEL_POOL_SLOT, LABEL_SCOPE,
     SNAPSHOT_REPOSITORY,
 };
 use crate::{daemon, DockerProvider};
+use checkfu_sandbox_hostfs::errors::chain;
 
 /// The state directories a conformance target of `scope` made in the
 /// temporary directory (`checkfu-<scope>-<suffix>`), sorted: where its

@@ -1,75 +1,37 @@
-//! The provider's one capability envelope and the host platform.
+//! The provider's one capability envelope (hostfs's
+//! [`host_envelope`](checkfu_sandbox_hostfs::host_envelope::host_envelope))
+//! and the host platform.
+//!
+//! How this provider enforces each area: the filesystem by the mount
+//! namespace, read-only binds and contained host reads; processes by the
+//! PID namespace (commands end with their process group); the network
+//! `none` by loopback only, `allowlist` by nftables rules in the
+//! instance's namespace, out of the workload's reach; memory, cpu and pids
+//! by the cgroup limits set on the container; the duration by execute's
+//! timeout killing the command's process group; privilege by cap_drop
+//! ALL, no-new-privileges and an unprivileged user. The disk is not
+//! enforced (overlay2 without project quotas). beginActiveWrite keeps a
+//! journal in the state directory (crate::active_write).
 
-use checkfu_sandbox_contract::bounds::MAX_MOUNTS;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::host_envelope::{host_envelope, HostEnvelope};
 
 use super::inner::{MATERIALIZATION_REVISION, PROVIDER_REVISION};
 use crate::egress::EgressSupport;
 
 /// The platform of this host (the daemon is local).
-pub fn host_platform() -> Platform {
-    Platform {
-        os: Os::Linux,
-        architecture: if std::env::consts::ARCH == "aarch64" {
-            Architecture::Arm64
-        } else {
-            Architecture::Amd64
-        },
-    }
-}
+pub use checkfu_sandbox_hostfs::host_envelope::host_platform;
 
 /// The provider's one envelope on a host with `egress` support: `allowlist`
 /// graded `enforced` when [`EgressSupport::Enforced`], otherwise only `none`
 /// with egress `unsupported`. Fixed for a provider object's lifetime.
 pub fn envelope(egress: &EgressSupport) -> SandboxProviderCapabilities {
-    use EnforcementLevel::{NotEnforced, ProviderEnforced};
-    let (network_modes, egress_certification) = if egress.is_enforced() {
-        (
-            vec![NetworkMode::None, NetworkMode::Allowlist],
-            EgressCertification::Enforced,
-        )
-    } else {
-        (vec![NetworkMode::None], EgressCertification::Unsupported)
-    };
-    SandboxProviderCapabilities {
-        placement: Placement::Runner,
-        tiers: vec![Tier::Container],
-        platforms: vec![host_platform()],
-        image_mode: ImageMode::Profile,
-        package_managers: Vec::new(),
-        network_modes,
-        retention_modes: vec![RetentionMode::EphemeralZdr, RetentionMode::Durable],
-        snapshots: true,
-        snapshot_clone: true,
-        snapshot_custody: SnapshotCustody::Runner,
-        list_dir: true,
-        physically_contained_file_read: true,
-        // beginActiveWrite: a journal in the state directory (crate::active_write).
+    host_envelope(HostEnvelope {
+        egress_enforced: egress.is_enforced(),
         active_mount_write: true,
-        egress_certification,
-        enforcement: Enforcement {
-            // Mount namespace, read-only binds, contained host reads.
-            filesystem: ProviderEnforced,
-            // PID namespace; commands end with their process group.
-            process: ProviderEnforced,
-            // Network mode none: loopback only; allowlist: nftables rules in
-            // the instance's namespace, out of the workload's reach.
-            network: ProviderEnforced,
-            // cgroup limits set on the container.
-            memory: ProviderEnforced,
-            cpu: ProviderEnforced,
-            pids: ProviderEnforced,
-            // overlay2 without project quotas: no disk limit.
-            disk: NotEnforced,
-            // execute's timeout kills the command's process group.
-            duration: ProviderEnforced,
-            // cap_drop ALL, no-new-privileges, unprivileged user.
-            privilege: ProviderEnforced,
-        },
-        max_mounts: MAX_MOUNTS,
-        provider_revision: PROVIDER_REVISION.into(),
-        materialization_revision: MATERIALIZATION_REVISION.into(),
-    }
+        provider_revision: PROVIDER_REVISION,
+        materialization_revision: MATERIALIZATION_REVISION,
+    })
 }
 
 #[cfg(test)]

@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use bollard::Docker;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::records;
 
-use super::errors::provider_error;
 use super::labels::container_name;
 use super::pool::{Pool, DEFAULT_POOL_SIZE, MAX_POOL_SIZE, POOL_ENV};
 use crate::daemon::{self, DaemonError};
 use crate::egress::{EgressConfig, EgressSupport};
 use crate::process::ProcessTable;
-use crate::store::{self, InstanceRecord, Layout, SnapshotRecord};
+use crate::store::{InstanceRecord, Layout, SnapshotRecord};
 
 /// The provider id instances echo as `provider`.
 pub const PROVIDER_ID: &str = "docker";
@@ -22,8 +22,7 @@ pub const PROVIDER_REVISION: &str = "docker/1";
 /// The materialization revision instances echo in `materialization`.
 pub const MATERIALIZATION_REVISION: &str = "fixture-busybox/1";
 
-pub(super) const INSTANCE_PREFIX: &str = "i";
-pub(super) const SNAPSHOT_PREFIX: &str = "s";
+pub(super) use checkfu_sandbox_hostfs::records::{INSTANCE_PREFIX, SNAPSHOT_PREFIX};
 
 /// How to construct a [`DockerProvider`].
 #[derive(Debug, Clone)]
@@ -138,14 +137,6 @@ pub(crate) struct Inner {
     pub(crate) active_write_hook: std::sync::OnceLock<crate::active_write::StepHook>,
 }
 
-pub(super) fn scope_ok(scope: &str) -> bool {
-    !scope.is_empty()
-        && scope.len() <= 64
-        && scope
-            .bytes()
-            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
-}
-
 impl DockerProvider {
     /// Connects to the local daemon (version negotiated) and prepares the
     /// state directory.
@@ -196,7 +187,7 @@ impl DockerProvider {
         egress: EgressConfig,
         support: EgressSupport,
     ) -> Result<Self, DockerProviderError> {
-        if !scope_ok(&config.scope) {
+        if !records::scope_ok(&config.scope) {
             return Err(DockerProviderError::Scope(config.scope));
         }
         if config.pool_size > MAX_POOL_SIZE {
@@ -284,17 +275,7 @@ impl Inner {
         operation: Operation,
         id: &str,
     ) -> Result<InstanceRecord, SandboxError> {
-        let not_found = || SandboxError::SandboxInstanceNotFound {
-            instance_id: id.to_owned(),
-        };
-        if !store::is_id(INSTANCE_PREFIX, id) {
-            return Err(not_found());
-        }
-        match store::read_record::<InstanceRecord>(&self.layout.instance_record(id)) {
-            Ok(Some(rec)) if rec.scope == self.scope => Ok(rec),
-            Ok(_) => Err(not_found()),
-            Err(m) => Err(provider_error(operation, m)),
-        }
+        records::load_instance(&self.layout, &self.scope, operation, id)
     }
 
     pub(super) fn load_snapshot(
@@ -302,17 +283,7 @@ impl Inner {
         operation: Operation,
         id: &str,
     ) -> Result<SnapshotRecord, SandboxError> {
-        let not_found = || SandboxError::SandboxSnapshotNotFound {
-            snapshot_id: id.to_owned(),
-        };
-        if !store::is_id(SNAPSHOT_PREFIX, id) {
-            return Err(not_found());
-        }
-        match store::read_record::<SnapshotRecord>(&self.layout.snapshot_record(id)) {
-            Ok(Some(rec)) if rec.scope == self.scope => Ok(rec),
-            Ok(_) => Err(not_found()),
-            Err(m) => Err(provider_error(operation, m)),
-        }
+        records::load_snapshot(&self.layout, &self.scope, operation, id)
     }
 
     /// The container of an instance: the pooled container its record
@@ -328,20 +299,6 @@ impl Inner {
         operation: Operation,
         rec: &InstanceRecord,
     ) -> Result<(), SandboxError> {
-        store::write_record(&self.layout.instance_record(&rec.instance_id), rec)
-            .map_err(|e| provider_error(operation, format!("writing the instance record: {e}")))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scopes() {
-        assert!(scope_ok("conf-123-4"));
-        for bad in ["", "A", "a b", "a/b", &"x".repeat(65)] {
-            assert!(!scope_ok(bad), "{bad}");
-        }
+        records::save_instance(&self.layout, operation, rec)
     }
 }

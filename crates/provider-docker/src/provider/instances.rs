@@ -34,8 +34,6 @@ pub(super) fn instance_of(
     instance::instance_of(&IDENTITY, request, id, state)
 }
 
-pub(super) use crate::store::owner_of;
-
 impl Inner {
     /// The provider-side admission of a request (the runtime checks first;
     /// this refuses what this provider cannot do even if called directly).

@@ -64,7 +64,9 @@
 //! [`envelope`] and [`errors`] the vocabulary; [`instances`],
 //! [`snapshots`], [`sweep`], [`execute`], [`reads`], [`open_process`]
 //! and [`pool`] one concern each; [`sandbox`] wires the contract's required members to
-//! them and [`rollbacks`] undoes allocations.
+//! them, most through hostfs's shared flows ([`lifecycle`] and [`host`]
+//! are this provider as those flows see it; hostfs's rollbacks undo
+//! allocations).
 
 mod egress;
 mod envelope;
@@ -74,10 +76,10 @@ mod host;
 mod inner;
 mod instances;
 mod labels;
+mod lifecycle;
 mod open_process;
 mod pool;
 mod reads;
-mod rollbacks;
 mod sandbox;
 mod snapshots;
 mod sweep;

@@ -5,13 +5,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::rollbacks::InstanceRollback;
+use checkfu_sandbox_hostfs::{lifecycle, snapshot_files};
 
 use super::{
     envelope::envelope,
     errors::provider_error,
-    inner::{DockerProvider, INSTANCE_PREFIX, PROVIDER_ID, SNAPSHOT_PREFIX},
+    inner::{DockerProvider, PROVIDER_ID},
     instances::instance_of,
-    rollbacks::{ActivateRollback, InstanceRollback, NothingToUndo, SnapshotRollback},
 };
 use crate::store::{self, InstanceRecord, RECORD_REVISION};
 
@@ -33,7 +34,7 @@ impl SandboxProvider for DockerProvider {
         let inner = &self.inner;
         inner.admit(OP, &request)?;
         let image = inner.resolve_root(&request).await?;
-        let id = store::fresh_id(INSTANCE_PREFIX, &inner.scope);
+        let id = lifecycle::fresh_instance_id(&**inner);
         let rollback = Arc::new(InstanceRollback {
             inner: inner.clone(),
             member: Member::Provision,
@@ -74,17 +75,12 @@ impl SandboxProvider for DockerProvider {
                 }
             }
         }
-        let prepared = store::publish_dir(
-            &inner.layout.instance_dir(&id),
-            store::INSTANCE_RECORD,
-            &rec,
-        )
-        .map_err(|e| provider_error(OP, format!("creating the instance directory: {e}")))
-        .and_then(|()| {
-            inner
-                .prepare_dirs(&id, &request)
-                .map_err(|m| provider_error(OP, m))
-        });
+        let prepared =
+            snapshot_files::publish_instance(OP, &inner.layout, &id, &rec).and_then(|()| {
+                inner
+                    .prepare_dirs(&id, &request)
+                    .map_err(|m| provider_error(OP, m))
+            });
         if let Err(e) = prepared {
             let _ = rollback.rollback().await;
             return Err(e);
@@ -96,40 +92,14 @@ impl SandboxProvider for DockerProvider {
     }
 
     async fn write_file(&self, request: WriteFileRequest) -> Result<(), SandboxError> {
-        let inner = &self.inner;
-        let rec = inner.load_instance(op::WRITE_FILE, &request.instance_id)?;
-        checkfu_sandbox_hostfs::write::write_file(&inner.layout, &rec.request, rec.state, request)
-            .await
+        lifecycle::write_file(&*self.inner, request).await
     }
 
     async fn activate(
         &self,
         request: ActivateRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        const OP: Operation = op::ACTIVATE;
-        let inner = &self.inner;
-        let mut rec = inner.load_instance(OP, &request.instance_id)?;
-        if rec.state != InstanceState::Provisioning {
-            return Err(SandboxError::conflict(OP, "provisioning", rec.state));
-        }
-        let rollback = Arc::new(ActivateRollback {
-            inner: inner.clone(),
-            instance_id: rec.instance_id.clone(),
-        });
-        if rec.pool_container.is_none() {
-            inner.start_container(OP, &rec).await?;
-        }
-        // A pooled container was started when the pool filled: activation
-        // only records the state.
-        rec.state = InstanceState::Active;
-        if let Err(e) = inner.save_instance(OP, &rec) {
-            let _ = rollback.rollback().await;
-            return Err(e);
-        }
-        Ok(Handoff {
-            value: instance_of(&rec.request, &rec.instance_id, InstanceState::Active),
-            rollback,
-        })
+        lifecycle::activate(&self.inner, request).await
     }
 
     async fn execute(&self, request: ExecuteRequest) -> Result<SandboxCommandResult, SandboxError> {
@@ -147,146 +117,28 @@ impl SandboxProvider for DockerProvider {
         &self,
         request: SnapshotRequest,
     ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
-        const OP: Operation = op::SNAPSHOT;
-        let inner = &self.inner;
-        let rec = inner.load_instance(OP, &request.instance_id)?;
-        if rec.request.profile.retention != RetentionMode::Durable {
-            return Err(SandboxError::SandboxSnapshotForbidden {
-                instance_id: rec.instance_id,
-                retention: rec.request.profile.retention,
-            });
-        }
-        if rec.state != InstanceState::Active {
-            return Err(SandboxError::conflict(OP, "active", rec.state));
-        }
-        let snapshot = inner.capture(OP, &rec, request.expires_at).await?;
-        Ok(Handoff {
-            rollback: Arc::new(SnapshotRollback {
-                inner: inner.clone(),
-                member: Member::Snapshot,
-                snapshot_id: snapshot.snapshot_id.clone(),
-            }),
-            value: snapshot,
-        })
+        lifecycle::snapshot(&self.inner, request).await
     }
 
     async fn clone_snapshot(
         &self,
         request: CloneSnapshotRequest,
     ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
-        const OP: Operation = op::CLONE_SNAPSHOT;
-        let inner = &self.inner;
-        let source = inner.load_snapshot(OP, &request.source.snapshot_id)?;
-        if source.snapshot != request.source {
-            return Err(SandboxError::invalid_request(
-                OP,
-                "source",
-                format!("{:?}", source.snapshot),
-                format!("{:?}", request.source),
-            ));
-        }
-        let cid = store::fresh_id(SNAPSHOT_PREFIX, &inner.scope);
-        let rollback = Arc::new(SnapshotRollback {
-            inner: inner.clone(),
-            member: Member::CloneSnapshot,
-            snapshot_id: cid.clone(),
-        });
-        match inner
-            .clone_snapshot_into(&source, &request.target_session_id, &cid)
-            .await
-        {
-            Ok(clone) => Ok(Handoff {
-                value: clone,
-                rollback,
-            }),
-            Err(e) => {
-                let _ = rollback.rollback().await;
-                Err(e)
-            }
-        }
+        lifecycle::clone_snapshot(&self.inner, request).await
     }
 
     async fn release(
         &self,
         request: ReleaseRequest,
     ) -> Result<Handoff<ReleaseDisposition>, SandboxError> {
-        const OP: Operation = op::RELEASE;
-        let inner = &self.inner;
-        let rec = inner.load_instance(OP, &request.instance_id)?;
-        if rec.state != InstanceState::Active {
-            return Err(SandboxError::conflict(OP, "active", rec.state));
-        }
-        match (rec.request.profile.retention, request.snapshot_expires_at) {
-            (RetentionMode::Durable, Some(expires_at)) => {
-                let snapshot = inner.capture(OP, &rec, expires_at).await?;
-                let rollback = Arc::new(SnapshotRollback {
-                    inner: inner.clone(),
-                    member: Member::Release,
-                    snapshot_id: snapshot.snapshot_id.clone(),
-                });
-                if let Err(e) = inner.destroy_instance(OP, &rec.instance_id).await {
-                    let _ = rollback.rollback().await;
-                    return Err(e);
-                }
-                Ok(Handoff {
-                    value: ReleaseDisposition::Released { snapshot },
-                    rollback,
-                })
-            }
-            (RetentionMode::EphemeralZdr, None) => {
-                inner.destroy_instance(OP, &rec.instance_id).await?;
-                Ok(Handoff {
-                    value: ReleaseDisposition::Destroyed,
-                    rollback: Arc::new(NothingToUndo),
-                })
-            }
-            (RetentionMode::Durable, None) => Err(SandboxError::invalid_request(
-                OP,
-                "snapshot_expires_at",
-                "a retention deadline for a durable release",
-                "absent",
-            )),
-            (RetentionMode::EphemeralZdr, Some(t)) => Err(SandboxError::invalid_request(
-                OP,
-                "snapshot_expires_at",
-                "absent for an ephemeral_zdr release",
-                t.to_string(),
-            )),
-        }
+        lifecycle::release(&self.inner, request).await
     }
 
     async fn resume(
         &self,
         request: ResumeRequest,
     ) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        const OP: Operation = op::RESUME;
-        let inner = &self.inner;
-        inner.admit(OP, &request.request)?;
-        let source = inner.load_snapshot(OP, &request.snapshot.snapshot_id)?;
-        if source.snapshot != request.snapshot {
-            return Err(SandboxError::invalid_request(
-                OP,
-                "snapshot",
-                format!("{:?}", source.snapshot),
-                format!("{:?}", request.snapshot),
-            ));
-        }
-        let id = store::fresh_id(INSTANCE_PREFIX, &inner.scope);
-        let rollback = Arc::new(InstanceRollback {
-            inner: inner.clone(),
-            member: Member::Resume,
-            instance_id: id.clone(),
-        });
-        match inner.resume_into(&request.request, &source, &id).await {
-            Ok(rec) => Ok(Handoff {
-                value: instance_of(&rec.request, &id, InstanceState::Active),
-                rollback,
-            }),
-            Err(e) => {
-                let _ = rollback.rollback().await;
-                Err(e)
-            }
-        }
+        lifecycle::resume(&self.inner, request).await
     }
 
     async fn destroy(&self, request: DestroyRequest) -> Result<(), SandboxError> {

@@ -1,25 +1,20 @@
 //! Snapshots: a commit of the container plus archives of its host
 //! directories; clones and resumes from them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 
 use super::{
-    errors::{blocking, chain, daemon_error, provider_error},
-    inner::{Inner, SNAPSHOT_PREFIX},
-    instances::owner_of,
+    errors::{chain, daemon_error, provider_error},
+    inner::Inner,
     labels::{instance_tag, snapshot_tag, INSTANCE_REPOSITORY, LABEL_SCOPE, SNAPSHOT_REPOSITORY},
 };
 use crate::daemon;
-use crate::fixture::CHECKFU_UID;
-use crate::store::{self, ArchivedMount, Home, InstanceRecord, SnapshotRecord, RECORD_REVISION};
-use checkfu_sandbox_contract::bounds::OUTPUT_PATH;
-use checkfu_sandbox_hostfs::archive::{self, ArchiveJob};
-
-/// Most entries an archive of one host directory may hold.
-pub(super) const ARCHIVE_MAX_ENTRIES: usize = 1_000_000;
+use crate::store::{InstanceRecord, SnapshotRecord, RECORD_REVISION};
+use checkfu_sandbox_hostfs::archive;
+use checkfu_sandbox_hostfs::{records, snapshot_files};
 
 impl Inner {
     /// Removes a snapshot's image tag and directory. Idempotent.
@@ -28,13 +23,7 @@ impl Inner {
         operation: Operation,
         id: &str,
     ) -> Result<(), SandboxError> {
-        if !store::is_id(SNAPSHOT_PREFIX, id) {
-            return Ok(());
-        }
-        let rec = store::read_record::<SnapshotRecord>(&self.layout.snapshot_record(id))
-            .ok()
-            .flatten();
-        if rec.as_ref().is_some_and(|r| r.scope != self.scope) {
+        if !records::snapshot_destroyable::<SnapshotRecord>(&self.layout, &self.scope, id) {
             return Ok(());
         }
         daemon::remove_container(&self.docker, &format!("checkfu-clone-{id}"))
@@ -63,35 +52,11 @@ impl Inner {
         daemon::remove_image(&self.docker, &tag, false)
             .await
             .map_err(|e| daemon_error(operation, &e))?;
-        let dir = self.layout.snapshot_dir(id);
-        blocking(
-            op::DESTROY_SNAPSHOT,
-            move || match std::fs::remove_dir_all(&dir) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(e),
-            },
-        )
-        .await?
-        .map_err(|e| provider_error(operation, format!("removing the snapshot directory: {e}")))
+        snapshot_files::remove_snapshot_dir(operation, &self.layout, id).await
     }
 
-    /// Captures a snapshot of an active instance: commit plus archives.
-    /// On failure, whatever was allocated is removed again.
-    pub(super) async fn capture(
-        &self,
-        operation: Operation,
-        rec: &InstanceRecord,
-        expires_at: Timestamp,
-    ) -> Result<SandboxSnapshot, SandboxError> {
-        let sid = store::fresh_id(SNAPSHOT_PREFIX, &self.scope);
-        let res = self.capture_into(operation, rec, expires_at, &sid).await;
-        if res.is_err() {
-            let _ = self.destroy_snapshot_inner(operation, &sid).await;
-        }
-        res
-    }
-
+    /// Captures snapshot `sid` of an active instance: commit plus
+    /// archives (hostfs's `lifecycle::capture` removes a partial one).
     pub(super) async fn capture_into(
         &self,
         operation: Operation,
@@ -99,43 +64,25 @@ impl Inner {
         expires_at: Timestamp,
         sid: &str,
     ) -> Result<SandboxSnapshot, SandboxError> {
-        let r = &rec.request;
-        let snapshot = SandboxSnapshot {
-            snapshot_id: sid.to_owned(),
-            provider: r.provider.clone(),
-            placement: r.placement,
-            source_instance_id: rec.instance_id.clone(),
-            workspace_id: r.workspace_id.clone(),
-            session_id: r.session_id.clone(),
-            profile_id: r.profile.profile_id.clone(),
-            profile_version: r.profile.profile_version,
-            profile_digest: r.profile.profile_digest.clone(),
-            created_at: self.clock.now(),
+        let snapshot = snapshot_files::snapshot_of(
+            &rec.request,
+            &rec.instance_id,
+            sid,
+            self.clock.now(),
             expires_at,
-        };
+        );
         let dir = self.layout.snapshot_dir(sid);
-        let mounts: Vec<ArchivedMount> = r
-            .mounts
-            .iter()
-            .enumerate()
-            .map(|(i, m)| ArchivedMount {
-                path: m.path.clone(),
-                access: m.access,
-                archive: format!("mounts/{i}.tar"),
-            })
-            .collect();
+        let mounts = snapshot_files::archived_mounts(&rec.request);
         let record = SnapshotRecord {
             record_revision: RECORD_REVISION,
             scope: self.scope.clone(),
             snapshot: snapshot.clone(),
             image: snapshot_tag(sid),
             mounts,
-            outputs_archive: "outputs.tar".to_owned(),
+            outputs_archive: snapshot_files::OUTPUTS_ARCHIVE.to_owned(),
         };
         // The record first, so a sweep knows the snapshot's times from now on.
-        store::publish_dir(&dir, store::SNAPSHOT_RECORD, &record).map_err(|e| {
-            provider_error(operation, format!("creating the snapshot directory: {e}"))
-        })?;
+        snapshot_files::publish_snapshot(operation, &self.layout, sid, &record)?;
         let name = Inner::container_of(rec);
         // Pause so that the commit and the archives see one instant.
         self.docker
@@ -187,36 +134,24 @@ impl Inner {
         )
         .await
         .map_err(|e| daemon_error(operation, &e))?;
-        let mut jobs: Vec<ArchiveJob> = record
-            .mounts
-            .iter()
-            .enumerate()
-            .map(|(i, m)| ArchiveJob {
-                source: self.layout.mount_dir(&rec.instance_id, i),
-                archive: dir.join(&m.archive),
-                sandbox_path: m.path.clone(),
-            })
-            .collect();
-        jobs.push(ArchiveJob {
-            source: self.layout.outputs_dir(&rec.instance_id),
-            archive: dir.join(&record.outputs_archive),
-            sandbox_path: OUTPUT_PATH.to_owned(),
-        });
+        let jobs = snapshot_files::host_dir_jobs(
+            &self.layout,
+            &rec.instance_id,
+            &record.mounts,
+            &record.outputs_archive,
+            dir,
+        );
         // The archives share what the layer left of the ceiling, within
         // the free space, and end by the instance's own expiry.
         let max_bytes = archive::snapshot_budget(operation, dir)?.min(ceiling - layer);
-        let deadline = archive::instant_of(self.clock.now(), rec.request.expires_at);
-        blocking(operation, move || {
-            archive::write_archives(
-                operation,
-                &jobs,
-                ARCHIVE_MAX_ENTRIES,
-                max_bytes,
-                Some(deadline),
-            )
-        })
-        .await??;
-        Ok(())
+        snapshot_files::write_snapshot_archives(
+            operation,
+            jobs,
+            max_bytes,
+            self.clock.now(),
+            rec.request.expires_at,
+        )
+        .await
     }
 
     pub(super) async fn clone_snapshot_into(
@@ -227,21 +162,7 @@ impl Inner {
     ) -> Result<SandboxSnapshot, SandboxError> {
         const OP: Operation = op::CLONE_SNAPSHOT;
         let src = &source.snapshot;
-        let created_at = self.clock.now().max(src.created_at);
-        if created_at >= src.expires_at {
-            return Err(SandboxError::invalid_request(
-                OP,
-                "source.expires_at",
-                format!("after now ({created_at})"),
-                src.expires_at.to_string(),
-            ));
-        }
-        let clone = SandboxSnapshot {
-            snapshot_id: cid.to_owned(),
-            session_id: target_session_id.to_owned(),
-            created_at,
-            ..src.clone()
-        };
+        let clone = snapshot_files::clone_of(src, cid, target_session_id, self.clock.now())?;
         let record = SnapshotRecord {
             record_revision: RECORD_REVISION,
             scope: self.scope.clone(),
@@ -251,12 +172,7 @@ impl Inner {
             outputs_archive: source.outputs_archive.clone(),
         };
         // The record first, so a sweep knows the clone's times from now on.
-        store::publish_dir(
-            &self.layout.snapshot_dir(cid),
-            store::SNAPSHOT_RECORD,
-            &record,
-        )
-        .map_err(|e| provider_error(OP, format!("creating the snapshot directory: {e}")))?;
+        snapshot_files::publish_snapshot(OP, &self.layout, cid, &record)?;
         let labels = self.snapshot_labels(&clone);
         // A never-started container from the source image, committed with
         // the clone's labels: an image of its own.
@@ -290,19 +206,9 @@ impl Inner {
         let removed = daemon::remove_container(&self.docker, &temp).await;
         committed.map_err(|e| daemon_error(OP, &e))?;
         removed.map_err(|e| daemon_error(OP, &e))?;
-        let from = self.layout.snapshot_dir(&src.snapshot_id);
-        let to = self.layout.snapshot_dir(cid);
         let mut files: Vec<String> = source.mounts.iter().map(|m| m.archive.clone()).collect();
         files.push(source.outputs_archive.clone());
-        blocking(OP, move || -> Result<(), String> {
-            for f in files {
-                std::fs::copy(from.join(&f), to.join(&f))
-                    .map_err(|e| format!("copying {f}: {e}"))?;
-            }
-            Ok(())
-        })
-        .await?
-        .map_err(|m| provider_error(OP, m))?;
+        snapshot_files::copy_archives(&self.layout, &src.snapshot_id, cid, files).await?;
         Ok(clone)
     }
 
@@ -327,8 +233,7 @@ impl Inner {
             pool_container: None,
         };
         // The record first, so a sweep finds the instance from now on.
-        store::publish_dir(&self.layout.instance_dir(id), store::INSTANCE_RECORD, &rec)
-            .map_err(|e| provider_error(OP, format!("creating the instance directory: {e}")))?;
+        snapshot_files::publish_instance(OP, &self.layout, id, &rec)?;
         let opts = bollard::query_parameters::TagImageOptionsBuilder::new()
             .repo(INSTANCE_REPOSITORY)
             .tag(id)
@@ -339,51 +244,15 @@ impl Inner {
             .map_err(|e| provider_error(OP, format!("tagging {}: {}", source.image, chain(&e))))?;
         // Rehydrate the host directories.
         let snap_dir = self.layout.snapshot_dir(&source.snapshot.snapshot_id);
-        let mut jobs: Vec<(Option<PathBuf>, PathBuf, Option<u32>)> = Vec::new();
-        for (i, m) in request.mounts.iter().enumerate() {
-            let archive = source
-                .mounts
-                .iter()
-                .find(|a| a.path == m.path)
-                .map(|a| snap_dir.join(&a.archive));
-            jobs.push((
-                archive,
-                self.layout.mount_dir(id, i),
-                owner_of(request, Home::Mount(i)),
-            ));
-        }
-        jobs.push((
-            Some(snap_dir.join(&source.outputs_archive)),
-            self.layout.outputs_dir(id),
-            Some(CHECKFU_UID),
-        ));
-        blocking(OP, move || -> Result<(), String> {
-            for (archive, dest, owner) in jobs {
-                match archive {
-                    Some(a) => {
-                        // The archive sits in the snapshot's directory,
-                        // which is never bound into a container.
-                        #[allow(clippy::disallowed_methods)]
-                        let file =
-                            std::fs::File::open(&a).map_err(|e| format!("{}: {e}", a.display()))?;
-                        archive::extract_archive_keeping_links(
-                            std::io::BufReader::new(file),
-                            &dest,
-                        )
-                        .map_err(|e| format!("extracting {}: {}", a.display(), chain(&e)))?;
-                    }
-                    None => std::fs::create_dir(&dest)
-                        .map_err(|e| format!("{}: {e}", dest.display()))?,
-                }
-                if let Some(uid) = owner {
-                    store::chown_tree(&dest, uid)
-                        .map_err(|e| format!("chown of {}: {}", dest.display(), chain(&e)))?;
-                }
-            }
-            Ok(())
-        })
-        .await?
-        .map_err(|m| provider_error(OP, m))?;
+        let jobs = snapshot_files::rehydrations(
+            &self.layout,
+            request,
+            &source.mounts,
+            &source.outputs_archive,
+            &snap_dir,
+            id,
+        );
+        snapshot_files::rehydrate(OP, jobs).await?;
         self.prepare_mount_points(id, request)
             .map_err(|m| provider_error(OP, m))?;
         self.start_container(OP, &rec).await?;

@@ -2,14 +2,14 @@
 //! directory), and cleanup of orphans and expired objects.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
-use futures_util::StreamExt as _;
+use checkfu_sandbox_hostfs::records::{StoredInstance as _, StoredSnapshot as _};
+use checkfu_sandbox_hostfs::sweep_rule;
 
 use super::{
-    errors::{blocking, daemon_error},
+    errors::daemon_error,
     inner::{DockerProvider, Inner, INSTANCE_PREFIX, PROVIDER_ID, SNAPSHOT_PREFIX},
     labels::{
         parse_time, INSTANCE_REPOSITORY, KIND_INSTANCE, LABEL_CREATED_AT, LABEL_EXPIRES_AT,
@@ -20,25 +20,7 @@ use super::{
 use crate::daemon;
 use crate::store::{self, InstanceRecord, SnapshotRecord};
 
-/// How many orphans a sweep destroys at once.
-pub(super) const SWEEP_CONCURRENCY: usize = 8;
-
-/// Creation and expiry of a live object, when known.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ObjectTimes {
-    /// `created_at`, from the record or the labels.
-    pub created_at: Option<Timestamp>,
-    /// `expires_at`, from the record or the labels.
-    pub expires_at: Option<Timestamp>,
-}
-
-impl ObjectTimes {
-    /// Takes each time this one lacks from `other`.
-    fn fill(&mut self, other: ObjectTimes) {
-        self.created_at = self.created_at.or(other.created_at);
-        self.expires_at = self.expires_at.or(other.expires_at);
-    }
-}
+pub use checkfu_sandbox_hostfs::sweep_rule::ObjectTimes;
 
 /// Everything of this provider's scope that exists now, observed from the
 /// daemon's labels and the state directory.
@@ -81,20 +63,10 @@ impl DockerProvider {
                 return problems;
             }
         };
-        for id in inv.instances.keys() {
-            if let Err(e) = self.inner.destroy_instance(op::DESTROY, id).await {
-                problems.push(format!("instance {id}: {e}"));
-            }
-        }
-        for id in inv.snapshots.keys() {
-            if let Err(e) = self
-                .inner
-                .destroy_snapshot_inner(op::DESTROY_SNAPSHOT, id)
-                .await
-            {
-                problems.push(format!("snapshot {id}: {e}"));
-            }
-        }
+        problems.extend(
+            sweep_rule::destroy_every(&*self.inner, inv.instances.keys(), inv.snapshots.keys())
+                .await,
+        );
         problems
     }
 
@@ -126,72 +98,23 @@ impl Inner {
         const OP: Operation = op::CLEANUP;
         let mut inv = Inventory::default();
         // The state directory.
-        let (instances_dir, snapshots_dir) = (self.layout.instances(), self.layout.snapshots());
-        let scope = self.scope.clone();
-        let (recs, snaps) = blocking(OP, move || {
-            let list = |dir: &Path, prefix: &str| -> Vec<String> {
-                // `instances/` and `snapshots/` of the state directory are
-                // the provider's own, never bound into a container.
-                #[allow(clippy::disallowed_methods)]
-                std::fs::read_dir(dir)
-                    .map(|rd| {
-                        rd.filter_map(Result::ok)
-                            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-                            .filter(|n| store::is_id(prefix, n))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            let mut recs = Vec::new();
-            for id in list(&instances_dir, INSTANCE_PREFIX) {
-                let rec = store::read_record::<InstanceRecord>(
-                    &instances_dir.join(&id).join(store::INSTANCE_RECORD),
-                );
-                match rec {
-                    Ok(Some(r)) if r.scope == scope => recs.push((id, Some(r))),
-                    Ok(Some(_)) => {}
-                    // A directory without a readable record: a crash
-                    // between mkdir and the first write.
-                    _ => recs.push((id, None)),
-                }
-            }
-            let mut snaps = Vec::new();
-            for id in list(&snapshots_dir, SNAPSHOT_PREFIX) {
-                let rec = store::read_record::<SnapshotRecord>(
-                    &snapshots_dir.join(&id).join(store::SNAPSHOT_RECORD),
-                );
-                match rec {
-                    Ok(Some(r)) if r.scope == scope => snaps.push((id, Some(r))),
-                    Ok(Some(_)) => {}
-                    _ => snaps.push((id, None)),
-                }
-            }
-            (recs, snaps)
-        })
+        let (recs, snaps) = sweep_rule::recorded_objects::<InstanceRecord, SnapshotRecord>(
+            OP,
+            &self.layout,
+            &self.scope,
+        )
         .await?;
         for (id, rec) in recs {
             if let Some(container) = rec.as_ref().and_then(|r| r.pool_container.clone()) {
                 inv.pool_containers.insert(container);
                 inv.instances_on_daemon.insert(id.clone());
             }
-            inv.instances.insert(
-                id,
-                rec.map(|r| ObjectTimes {
-                    created_at: Some(r.created_at),
-                    expires_at: Some(r.request.expires_at),
-                })
-                .unwrap_or_default(),
-            );
+            inv.instances
+                .insert(id, rec.map(|r| r.times()).unwrap_or_default());
         }
         for (id, rec) in snaps {
-            inv.snapshots.insert(
-                id,
-                rec.map(|r| ObjectTimes {
-                    created_at: Some(r.snapshot.created_at),
-                    expires_at: Some(r.snapshot.expires_at),
-                })
-                .unwrap_or_default(),
-            );
+            inv.snapshots
+                .insert(id, rec.map(|r| r.times()).unwrap_or_default());
         }
         // The daemon.
         let scope_labels = [
@@ -267,39 +190,19 @@ impl Inner {
         // The contract's rule; unknown times count as orphaned and expired.
         let result = request.would_sweep(&crate::members::candidates(&inv));
         // Instances first (a container may be built from a snapshot's
-        // image), then snapshots. Within a phase a few run at once; every
-        // object is attempted.
-        type Sweep<'a> = std::pin::Pin<
-            Box<dyn std::future::Future<Output = (String, Result<(), SandboxError>)> + Send + 'a>,
-        >;
-        let mut instance_sweeps: Vec<Sweep<'_>> = Vec::new();
-        for id in &result.instances {
+        // image), then snapshots; a few at once, every object attempted.
+        let outcomes = sweep_rule::sweep_planned(inner, OP, &result, |id| {
             let on_daemon = inv.instances_on_daemon.contains(id);
-            instance_sweeps.push(Box::pin(async move {
+            Box::pin(async move {
                 let outcome = if on_daemon {
                     inner.destroy_instance(OP, id).await
                 } else {
                     inner.destroy_instance_record(OP, id).await
                 };
-                (id.clone(), outcome)
-            }));
-        }
-        let snapshot_sweeps: Vec<Sweep<'_>> = result
-            .snapshots
-            .iter()
-            .map(|id| {
-                Box::pin(async move { (id.clone(), inner.destroy_snapshot_inner(OP, id).await) })
-                    as Sweep<'_>
+                (id.to_owned(), outcome)
             })
-            .collect();
-        let mut outcomes = Vec::new();
-        for phase in [instance_sweeps, snapshot_sweeps] {
-            let phase: Vec<(String, Result<(), SandboxError>)> = futures_util::stream::iter(phase)
-                .buffer_unordered(SWEEP_CONCURRENCY)
-                .collect()
-                .await;
-            outcomes.extend(phase);
-        }
+        })
+        .await;
         // Warm-pool slots no live provider holds (not contract objects: not
         // in the result; one that stays is swept next time).
         if let Err(e) = inner.pool_sweep_orphans(&inv.pool_containers).await {

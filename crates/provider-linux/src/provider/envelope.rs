@@ -1,23 +1,27 @@
-//! The provider's one capability envelope and the host platform.
+//! The provider's one capability envelope (hostfs's
+//! [`host_envelope`](checkfu_sandbox_hostfs::host_envelope::host_envelope))
+//! and the host platform.
+//!
+//! How this provider enforces each area: the filesystem by the mount
+//! namespace, pivot_root, read-only binds and contained host reads;
+//! processes by a PID namespace per instance and per command; the network
+//! `none` by an empty network namespace (loopback only), `allowlist` by nft
+//! rules in that namespace, loaded from the host; memory, cpu and pids by
+//! cgroup limits (v1 or v2); the duration by execute's timeout killing the
+//! command's PID namespace; privilege by empty capability sets,
+//! no_new_privs and the seccomp deny list. The disk is not enforced (no
+//! quota on the writable layer or the host directories). beginActiveWrite
+//! is the shared journal with the cgroup freezer as its pause.
 
-use checkfu_sandbox_contract::bounds::MAX_MOUNTS;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::host_envelope::{host_envelope, HostEnvelope};
 
 use super::inner::{MATERIALIZATION_REVISION, PROVIDER_REVISION};
 use crate::cgroup::FreezerSupport;
 use crate::network::EgressSupport;
 
 /// The platform of this host.
-pub fn host_platform() -> Platform {
-    Platform {
-        os: Os::Linux,
-        architecture: if std::env::consts::ARCH == "aarch64" {
-            Architecture::Arm64
-        } else {
-            Architecture::Amd64
-        },
-    }
-}
+pub use checkfu_sandbox_hostfs::host_envelope::host_platform;
 
 /// The provider's envelope on this host: [`envelope_for`] the cached
 /// egress and freezer probes ([`EgressSupport::probe_cached`],
@@ -39,54 +43,12 @@ pub fn envelope_for(
     egress: &EgressSupport,
     freezer: &FreezerSupport,
 ) -> SandboxProviderCapabilities {
-    use EnforcementLevel::{NotEnforced, ProviderEnforced};
-    let (network_modes, egress_certification) = if egress.is_enforced() {
-        (
-            vec![NetworkMode::None, NetworkMode::Allowlist],
-            EgressCertification::Enforced,
-        )
-    } else {
-        (vec![NetworkMode::None], EgressCertification::Unsupported)
-    };
-    SandboxProviderCapabilities {
-        placement: Placement::Runner,
-        tiers: vec![Tier::Container],
-        platforms: vec![host_platform()],
-        image_mode: ImageMode::Profile,
-        package_managers: Vec::new(),
-        network_modes,
-        retention_modes: vec![RetentionMode::EphemeralZdr, RetentionMode::Durable],
-        snapshots: true,
-        snapshot_clone: true,
-        snapshot_custody: SnapshotCustody::Runner,
-        list_dir: true,
-        physically_contained_file_read: true,
-        // beginActiveWrite: the shared journal, the cgroup freezer as pause.
+    host_envelope(HostEnvelope {
+        egress_enforced: egress.is_enforced(),
         active_mount_write: freezer.is_available(),
-        egress_certification,
-        enforcement: Enforcement {
-            // Mount namespace, pivot_root, read-only binds, contained host reads.
-            filesystem: ProviderEnforced,
-            // PID namespace per instance and per command.
-            process: ProviderEnforced,
-            // Network mode none: an empty network namespace (loopback only);
-            // allowlist: nft rules in that namespace, loaded from the host.
-            network: ProviderEnforced,
-            // cgroup limits (v1 or v2).
-            memory: ProviderEnforced,
-            cpu: ProviderEnforced,
-            pids: ProviderEnforced,
-            // No quota on the writable layer or the host directories.
-            disk: NotEnforced,
-            // execute's timeout kills the command's PID namespace.
-            duration: ProviderEnforced,
-            // Empty capability sets, no_new_privs, seccomp deny list.
-            privilege: ProviderEnforced,
-        },
-        max_mounts: MAX_MOUNTS,
-        provider_revision: PROVIDER_REVISION.into(),
-        materialization_revision: MATERIALIZATION_REVISION.into(),
-    }
+        provider_revision: PROVIDER_REVISION,
+        materialization_revision: MATERIALIZATION_REVISION,
+    })
 }
 
 #[cfg(test)]

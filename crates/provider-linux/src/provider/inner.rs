@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::records;
 
-use super::errors::provider_error;
 use crate::cgroup::{self, CgroupVersion};
 use crate::image::ImageStore;
 use crate::process::ProcessTable;
-use crate::store::{self, InstanceRecord, Layout, RootMode, SnapshotRecord};
+use crate::store::{InstanceRecord, Layout, RootMode, SnapshotRecord};
 
 /// The provider id instances echo as `provider`.
 pub const PROVIDER_ID: &str = "linux";
@@ -20,8 +20,7 @@ pub const PROVIDER_REVISION: &str = "linux/1";
 /// The materialization revision instances echo in `materialization`.
 pub const MATERIALIZATION_REVISION: &str = "oci-store/1";
 
-pub(super) const INSTANCE_PREFIX: &str = "i";
-pub(super) const SNAPSHOT_PREFIX: &str = "s";
+pub(super) use checkfu_sandbox_hostfs::records::INSTANCE_PREFIX;
 
 /// The user workload commands run as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -130,14 +129,6 @@ pub(crate) struct Inner {
         std::sync::OnceLock<checkfu_sandbox_hostfs::active_write::StepHook>,
 }
 
-pub(super) fn scope_ok(scope: &str) -> bool {
-    !scope.is_empty()
-        && scope.len() <= 64
-        && scope
-            .bytes()
-            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
-}
-
 /// Whether this host can run the provider: root, cgroups, namespaces and
 /// the seccomp filter. `Ok` carries the cgroup version.
 ///
@@ -177,7 +168,7 @@ impl LinuxProvider {
     /// scope is malformed or the state directory cannot be created.
     pub fn new(config: LinuxConfig) -> Result<Self, LinuxProviderError> {
         let version = availability()?;
-        if !scope_ok(&config.scope) {
+        if !records::scope_ok(&config.scope) {
             return Err(LinuxProviderError::Scope(config.scope));
         }
         let layout = Layout::new(config.state_dir);
@@ -269,17 +260,7 @@ impl Inner {
         operation: Operation,
         id: &str,
     ) -> Result<InstanceRecord, SandboxError> {
-        let not_found = || SandboxError::SandboxInstanceNotFound {
-            instance_id: id.to_owned(),
-        };
-        if !store::is_id(INSTANCE_PREFIX, id) {
-            return Err(not_found());
-        }
-        match store::read_record::<InstanceRecord>(&self.layout.instance_record(id)) {
-            Ok(Some(rec)) if rec.scope == self.scope => Ok(rec),
-            Ok(_) => Err(not_found()),
-            Err(m) => Err(provider_error(operation, m)),
-        }
+        records::load_instance(&self.layout, &self.scope, operation, id)
     }
 
     pub(super) fn load_snapshot(
@@ -287,17 +268,7 @@ impl Inner {
         operation: Operation,
         id: &str,
     ) -> Result<SnapshotRecord, SandboxError> {
-        let not_found = || SandboxError::SandboxSnapshotNotFound {
-            snapshot_id: id.to_owned(),
-        };
-        if !store::is_id(SNAPSHOT_PREFIX, id) {
-            return Err(not_found());
-        }
-        match store::read_record::<SnapshotRecord>(&self.layout.snapshot_record(id)) {
-            Ok(Some(rec)) if rec.scope == self.scope => Ok(rec),
-            Ok(_) => Err(not_found()),
-            Err(m) => Err(provider_error(operation, m)),
-        }
+        records::load_snapshot(&self.layout, &self.scope, operation, id)
     }
 
     pub(super) fn save_instance(
@@ -305,20 +276,6 @@ impl Inner {
         operation: Operation,
         rec: &InstanceRecord,
     ) -> Result<(), SandboxError> {
-        store::write_record(&self.layout.instance_record(&rec.instance_id), rec)
-            .map_err(|e| provider_error(operation, format!("writing the instance record: {e}")))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scopes() {
-        assert!(scope_ok("conf-123-4"));
-        for bad in ["", "A", "a b", "a/b", &"x".repeat(65)] {
-            assert!(!scope_ok(bad), "{bad}");
-        }
+        records::save_instance(&self.layout, operation, rec)
     }
 }

@@ -62,8 +62,6 @@ pub(super) fn instance_of(
     instance::instance_of(&IDENTITY, request, id, state)
 }
 
-pub(super) use crate::store::owner_of;
-
 fn cstring(p: &Path) -> Result<CString, String> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL", p.display()))
 }

@@ -3,29 +3,16 @@
 //! and expired objects.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
-use futures_util::StreamExt as _;
+use checkfu_sandbox_hostfs::records::{StoredInstance as _, StoredSnapshot as _};
+use checkfu_sandbox_hostfs::sweep_rule;
 
-use super::{
-    errors::blocking,
-    inner::{Inner, LinuxProvider, INSTANCE_PREFIX, SNAPSHOT_PREFIX},
-};
+use super::inner::{Inner, LinuxProvider, INSTANCE_PREFIX};
 use crate::store::{self, InstanceRecord, SnapshotRecord};
 
-/// How many orphans a sweep destroys at once.
-pub(super) const SWEEP_CONCURRENCY: usize = 8;
-
-/// Creation and expiry of a live object, when known.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ObjectTimes {
-    /// `created_at`, from the record.
-    pub created_at: Option<Timestamp>,
-    /// `expires_at`, from the record.
-    pub expires_at: Option<Timestamp>,
-}
+pub use checkfu_sandbox_hostfs::sweep_rule::ObjectTimes;
 
 /// Everything of this provider's scope that exists now, observed from the
 /// state directory and the provider's cgroup directories.
@@ -57,22 +44,7 @@ impl LinuxProvider {
             Ok(inv) => inv,
             Err(e) => return vec![format!("inventory: {e}")],
         };
-        let mut problems = Vec::new();
-        for id in inv.instances.keys() {
-            if let Err(e) = self.inner.destroy_instance(op::DESTROY, id).await {
-                problems.push(format!("instance {id}: {e}"));
-            }
-        }
-        for id in inv.snapshots.keys() {
-            if let Err(e) = self
-                .inner
-                .destroy_snapshot_inner(op::DESTROY_SNAPSHOT, id)
-                .await
-            {
-                problems.push(format!("snapshot {id}: {e}"));
-            }
-        }
-        problems
+        sweep_rule::destroy_every(&*self.inner, inv.instances.keys(), inv.snapshots.keys()).await
     }
 }
 
@@ -81,68 +53,19 @@ impl Inner {
         const OP: Operation = op::CLEANUP;
         let mut inv = Inventory::default();
         // The state directory.
-        let (instances_dir, snapshots_dir) = (self.layout.instances(), self.layout.snapshots());
-        let scope = self.scope.clone();
-        let (recs, snaps) = blocking(OP, move || {
-            let list = |dir: &Path, prefix: &str| -> Vec<String> {
-                // `instances/` and `snapshots/` of the state directory are
-                // the provider's own, never bound into a container.
-                #[allow(clippy::disallowed_methods)]
-                std::fs::read_dir(dir)
-                    .map(|rd| {
-                        rd.filter_map(Result::ok)
-                            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-                            .filter(|n| store::is_id(prefix, n))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            let mut recs = Vec::new();
-            for id in list(&instances_dir, INSTANCE_PREFIX) {
-                let rec = store::read_record::<InstanceRecord>(
-                    &instances_dir.join(&id).join(store::INSTANCE_RECORD),
-                );
-                match rec {
-                    Ok(Some(r)) if r.scope == scope => recs.push((id, Some(r))),
-                    Ok(Some(_)) => {}
-                    // A directory without a readable record: a crash
-                    // between mkdir and the first write.
-                    _ => recs.push((id, None)),
-                }
-            }
-            let mut snaps = Vec::new();
-            for id in list(&snapshots_dir, SNAPSHOT_PREFIX) {
-                let rec = store::read_record::<SnapshotRecord>(
-                    &snapshots_dir.join(&id).join(store::SNAPSHOT_RECORD),
-                );
-                match rec {
-                    Ok(Some(r)) if r.scope == scope => snaps.push((id, Some(r))),
-                    Ok(Some(_)) => {}
-                    _ => snaps.push((id, None)),
-                }
-            }
-            (recs, snaps)
-        })
+        let (recs, snaps) = sweep_rule::recorded_objects::<InstanceRecord, SnapshotRecord>(
+            OP,
+            &self.layout,
+            &self.scope,
+        )
         .await?;
         for (id, rec) in recs {
-            inv.instances.insert(
-                id,
-                rec.map(|r| ObjectTimes {
-                    created_at: Some(r.created_at),
-                    expires_at: Some(r.request.expires_at),
-                })
-                .unwrap_or_default(),
-            );
+            inv.instances
+                .insert(id, rec.map(|r| r.times()).unwrap_or_default());
         }
         for (id, rec) in snaps {
-            inv.snapshots.insert(
-                id,
-                rec.map(|r| ObjectTimes {
-                    created_at: Some(r.snapshot.created_at),
-                    expires_at: Some(r.snapshot.expires_at),
-                })
-                .unwrap_or_default(),
-            );
+            inv.snapshots
+                .insert(id, rec.map(|r| r.times()).unwrap_or_default());
         }
         // Cgroup directories of instances whose directory is gone (a crash
         // between the two removals).
@@ -176,32 +99,13 @@ impl Inner {
         let inv = inner.inventory().await?;
         // The contract's rule; unknown times count as orphaned and expired.
         let result = request.would_sweep(&crate::members::candidates(&inv));
-        // Instances first, then snapshots. Within a phase a few run at once; every
-        // object is attempted, and the first failure is reported after.
-        type Sweep<'a> = std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<(), SandboxError>> + Send + 'a>,
-        >;
-        let mut instance_sweeps: Vec<Sweep<'_>> = Vec::new();
-        for id in &result.instances {
-            instance_sweeps.push(Box::pin(inner.destroy_instance(OP, id)));
-        }
-        let snapshot_sweeps: Vec<Sweep<'_>> = result
-            .snapshots
-            .iter()
-            .map(|id| Box::pin(inner.destroy_snapshot_inner(OP, id)) as Sweep<'_>)
-            .collect();
-        let mut first_failure = None;
-        for phase in [instance_sweeps, snapshot_sweeps] {
-            let outcomes: Vec<Result<(), SandboxError>> = futures_util::stream::iter(phase)
-                .buffer_unordered(SWEEP_CONCURRENCY)
-                .collect()
-                .await;
-            for outcome in outcomes {
-                if let Err(e) = outcome {
-                    first_failure.get_or_insert(e);
-                }
-            }
-        }
+        // Instances first, then snapshots; a few at once, every object
+        // attempted, and the first failure reported after.
+        let outcomes = sweep_rule::sweep_planned(inner, OP, &result, |id| {
+            Box::pin(async move { (id.to_owned(), inner.destroy_instance(OP, id).await) })
+        })
+        .await;
+        let first_failure = outcomes.into_iter().find_map(|(_, outcome)| outcome.err());
         if let Some(e) = first_failure {
             return Err(e);
         }
