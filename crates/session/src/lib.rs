@@ -25,13 +25,15 @@
 
 pub mod checkpoints;
 mod error;
+pub mod host_write;
 pub mod outputs;
 mod plan;
 mod session;
 
 pub use checkpoints::{Checkpoint, CheckpointStore, CHECKPOINT_REVISION};
 pub use error::SessionError;
-pub use outputs::{Changed, CopyReport, Skipped};
+pub use host_write::{DEFAULT_OUTPUT_MAX_BYTES, OUTPUT_MAX_BYTES_ENV};
+pub use outputs::{Changed, CopyReport, OverBudget, Skipped};
 pub use plan::{MountPlan, MountSource, RunPlan};
 pub use session::{
     exit_status, host_platform, profile, run, signal_number, snapshot_deadline, Event, Observer,

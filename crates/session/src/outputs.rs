@@ -11,10 +11,17 @@
 //! DIR (or a `..` a provider might report) can never redirect a write.
 //! Each file gets exactly the permission bits its listing names (`mode`,
 //! `& 0o777`: no set-id or sticky bit), `0o644` when it names none.
+//!
+//! Host bytes are bounded by what the workload wrote: all-zero blocks of a
+//! body are left as holes ([`crate::host_write`]), and one copy allocates
+//! at most its budget ([`crate::host_write::output_budget`]: 1 GiB or
+//! `CHECKFU_OUTPUT_MAX_BYTES`, and never the last 1 GiB of free space); a
+//! file that would pass it is named in [`CopyReport::over_budget`] and not
+//! written.
 
 use checkfu_sandbox_contract::Operation;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use checkfu_sandbox_contract::bounds::{
@@ -28,6 +35,7 @@ use checkfu_sandbox_runtime::staging::sha256_digest;
 use checkfu_sandbox_runtime::Adapter;
 use rustix::fs::{Mode, OFlags};
 
+use crate::host_write::{output_budget, reason, write_beneath, WriteOutcome};
 use crate::SessionError as Failure;
 
 /// Most entries the output copy lists.
@@ -57,6 +65,19 @@ pub struct Changed {
     pub copied: bool,
 }
 
+/// A file read but not written because the host bytes it needs would pass
+/// what is left of the output copy's budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverBudget {
+    /// The path in the sandbox (bytes; `Display` escapes what is not UTF-8).
+    pub path: SandboxPath,
+    /// The host bytes it needs: its blocks that are not all zeros, in
+    /// bytes ([`crate::host_write::sparse_bytes`]).
+    pub needs_bytes: u64,
+    /// The bytes left of [`CopyReport::budget_bytes`] when it came.
+    pub left_bytes: u64,
+}
+
 /// What [`copy_outputs`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CopyReport {
@@ -73,6 +94,17 @@ pub struct CopyReport {
     /// Set when the copy's deadline passed: what it says was not copied
     /// (listed files are also in [`CopyReport::unwritten`]).
     pub deadline_passed: Option<String>,
+    /// Files not written because they would pass the budget; the copy goes
+    /// on with the files that fit.
+    pub over_budget: Vec<OverBudget>,
+    /// The ceiling on the copy's host bytes, in bytes
+    /// ([`crate::host_write::output_ceiling_bytes`]).
+    pub ceiling_bytes: u64,
+    /// The host bytes the copy could allocate: the ceiling, or the free
+    /// space of the folder's file system less 1 GiB when that is less.
+    pub budget_bytes: u64,
+    /// The host bytes the written files allocate (`st_blocks * 512`).
+    pub host_bytes: u64,
 }
 
 impl CopyReport {
@@ -81,6 +113,7 @@ impl CopyReport {
     pub fn complete(&self) -> bool {
         self.skipped.is_empty()
             && self.unwritten.is_empty()
+            && self.over_budget.is_empty()
             && self.deadline_passed.is_none()
             && self.changed.iter().all(|c| c.copied)
     }
@@ -102,6 +135,12 @@ enum Member {
 /// budget groups and each group is written before the next is read, so at
 /// most one group's bytes (128 MiB) are held at once.
 ///
+/// Each file is written with its all-zero 4 KiB blocks left as holes, so
+/// it allocates what the workload wrote. The copy allocates at most its
+/// budget ([`output_budget`], read once per copy): a file whose blocks
+/// that are not all zeros need more than is left is not written and is
+/// named in [`CopyReport::over_budget`]; later files that fit are written.
+///
 /// A file that changed between listing and reading (see [`Changed`]) is
 /// copied as read when it could be read whole (at most 16 MiB), otherwise
 /// named and skipped; the copy goes on with the other files.
@@ -112,9 +151,10 @@ enum Member {
 ///
 /// # Errors
 /// The runtime's errors, a relative path that is not a plain
-/// sequence of names, or an unusable host folder. A host write that fails
-/// for one file is reported in [`CopyReport::unwritten`] and the copy goes
-/// on.
+/// sequence of names, an unusable host folder, or a malformed
+/// `CHECKFU_OUTPUT_MAX_BYTES` (`invalid_request` naming it and its value).
+/// A host write that fails for one file is reported, with its reason, in
+/// [`CopyReport::unwritten`] and the copy goes on.
 pub async fn copy_outputs(
     adapter: &Adapter,
     instance_id: &str,
@@ -155,6 +195,7 @@ pub async fn copy_outputs(
             .await
             .map_err(|e| Failure::Host(format!("output copy task failed: {e}")))??
     };
+    (report.ceiling_bytes, report.budget_bytes) = output_budget(root.as_fd())?;
     let root = Arc::new(root);
     let sizes: Vec<u64> = wanted.iter().map(|(_, e)| e.size_bytes).collect();
     for group in read_groups(&sizes) {
@@ -205,26 +246,61 @@ pub async fn copy_outputs(
             }
         }
         let root = root.clone();
-        let (copied, unwritten) = tokio::task::spawn_blocking(move || {
-            let mut copied = 0;
-            let mut unwritten = Vec::new();
-            for (components, bytes, mode) in contents {
-                match write_beneath(&root, &components, &bytes, mode) {
-                    Ok(()) => copied += 1,
-                    Err(e) => unwritten.push((
-                        SandboxPath::join(OUTPUT_PATH, &components.join(&b'/')),
-                        e.to_string(),
-                    )),
-                }
-            }
-            (copied, unwritten)
-        })
-        .await
-        .map_err(|e| Failure::Host(format!("output copy task failed: {e}")))?;
-        report.copied += copied;
-        report.unwritten.extend(unwritten);
+        let left = report.budget_bytes.saturating_sub(report.host_bytes);
+        let written = tokio::task::spawn_blocking(move || write_group(&root, contents, left))
+            .await
+            .map_err(|e| Failure::Host(format!("output copy task failed: {e}")))?;
+        report.copied += written.copied;
+        report.host_bytes += written.host_bytes;
+        report.unwritten.extend(written.unwritten);
+        report.over_budget.extend(written.over_budget);
     }
     Ok(report)
+}
+
+/// What [`write_group`] wrote.
+#[derive(Debug, Default)]
+struct Written {
+    copied: usize,
+    host_bytes: u64,
+    unwritten: Vec<(SandboxPath, String)>,
+    over_budget: Vec<OverBudget>,
+}
+
+/// Writes one group's files beneath `root`, each in turn against what is
+/// left of `left` host bytes (a file charges what it allocates).
+fn write_group(root: &OwnedFd, contents: Vec<(Vec<Vec<u8>>, Vec<u8>, u32)>, left: u64) -> Written {
+    let mut out = Written::default();
+    for (components, bytes, mode) in contents {
+        let path = || SandboxPath::join(OUTPUT_PATH, &components.join(&b'/'));
+        let rel = relative_path(&components);
+        let left_bytes = left.saturating_sub(out.host_bytes);
+        match write_beneath(root.as_fd(), &rel, &bytes, mode, left_bytes) {
+            Ok(WriteOutcome::Written(allocated)) => {
+                out.copied += 1;
+                out.host_bytes = out.host_bytes.saturating_add(allocated);
+            }
+            Ok(WriteOutcome::OverBudget {
+                needs_bytes,
+                left_bytes,
+            }) => out.over_budget.push(OverBudget {
+                path: path(),
+                needs_bytes,
+                left_bytes,
+            }),
+            Err(e) => out.unwritten.push((path(), reason(&e))),
+        }
+    }
+    out
+}
+
+/// The host path of `components` relative to the output folder.
+fn relative_path(components: &[Vec<u8>]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    components
+        .iter()
+        .map(|c| std::ffi::OsStr::from_bytes(c))
+        .collect()
 }
 
 /// Creates `dir` when missing and opens it as the root of every write.
@@ -367,26 +443,26 @@ fn relative_components(path: &SandboxPath) -> Result<Vec<Vec<u8>>, SandboxFailur
     Ok(parts)
 }
 
-/// Writes `bytes` at `components` beneath `root` with exactly the
-/// permission bits `mode & 0o777`, creating directories, following no
-/// symlink ([`checkfu_sandbox_contained::overwrite_beneath_mode`]).
-fn write_beneath(
-    root: &OwnedFd,
-    components: &[Vec<u8>],
-    bytes: &[u8],
-    mode: u32,
-) -> Result<(), checkfu_sandbox_contained::ContainedError> {
-    use std::os::unix::ffi::OsStrExt;
-    let rel: std::path::PathBuf = components
-        .iter()
-        .map(|c| std::ffi::OsStr::from_bytes(c))
-        .collect();
-    checkfu_sandbox_contained::overwrite_beneath_mode(root.as_fd(), &rel, bytes, mode)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes through the output copy's writer with no budget.
+    fn put(
+        root: &OwnedFd,
+        components: &[Vec<u8>],
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), checkfu_sandbox_contained::ContainedError> {
+        write_beneath(
+            root.as_fd(),
+            &relative_path(components),
+            bytes,
+            mode,
+            u64::MAX,
+        )
+        .map(|_| ())
+    }
 
     fn listed(content: &[u8]) -> DirEntry {
         DirEntry {
@@ -490,7 +566,7 @@ mod tests {
             Mode::empty(),
         )
         .unwrap();
-        let err = write_beneath(&root, &["link".into(), "x".into()], b"data", 0o644).unwrap_err();
+        let err = put(&root, &["link".into(), "x".into()], b"data", 0o644).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -499,9 +575,9 @@ mod tests {
             "{err:?}"
         );
         std::os::unix::fs::symlink(outside.path().join("f"), dest.path().join("f")).unwrap();
-        assert!(write_beneath(&root, &["f".into()], b"data", 0o644).is_err());
+        assert!(put(&root, &["f".into()], b"data", 0o644).is_err());
         assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
-        write_beneath(&root, &["d".into(), "e".into()], b"ok", 0o644).unwrap();
+        put(&root, &["d".into(), "e".into()], b"ok", 0o644).unwrap();
         assert_eq!(std::fs::read(dest.path().join("d/e")).unwrap(), b"ok");
     }
 
@@ -514,14 +590,83 @@ mod tests {
             Mode::empty(),
         )
         .unwrap();
-        write_beneath(&root, &[b"bad-\xff".to_vec()], b"bad\n", 0o644).unwrap();
+        put(&root, &[b"bad-\xff".to_vec()], b"bad\n", 0o644).unwrap();
         use std::os::unix::ffi::OsStrExt;
         let bad = dest.path().join(std::ffi::OsStr::from_bytes(b"bad-\xff"));
         assert_eq!(std::fs::read(bad).unwrap(), b"bad\n");
         // Longer than a host file name can be (255 bytes): this file fails,
         // the next one is still written.
-        assert!(write_beneath(&root, &[vec![b'n'; 300]], b"x", 0o644).is_err());
-        write_beneath(&root, &[b"after".to_vec()], b"ok", 0o644).unwrap();
+        assert!(put(&root, &[vec![b'n'; 300]], b"x", 0o644).is_err());
+        put(&root, &[b"after".to_vec()], b"ok", 0o644).unwrap();
         assert_eq!(std::fs::read(dest.path().join("after")).unwrap(), b"ok");
+    }
+
+    #[test]
+    fn a_group_past_its_budget_names_the_files_over_it_and_writes_those_that_fit() {
+        let dest = tempfile::tempdir().unwrap();
+        let root = rustix::fs::open(
+            dest.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        let block = crate::host_write::HOLE_BLOCK;
+        let mut islands = vec![0u8; 64 * block];
+        islands[0] = 1;
+        islands[32 * block] = 2;
+        let contents = vec![
+            (vec![b"holes".to_vec()], vec![0u8; 64 * block], 0o644),
+            (vec![b"islands".to_vec()], islands, 0o644),
+            (vec![b"dense".to_vec()], vec![3u8; 8 * block], 0o644),
+            (vec![b"small".to_vec()], b"small\n".to_vec(), 0o644),
+        ];
+        // Room for the islands (2 blocks) and the small file, not the
+        // dense one (8 blocks); a file system may allocate a little more.
+        let left = 6 * block as u64;
+        let out = write_group(&root, contents, left);
+        assert_eq!(out.copied, 3, "{out:?}");
+        assert!(out.unwritten.is_empty(), "{out:?}");
+        assert_eq!(out.over_budget.len(), 1, "{out:?}");
+        let over = &out.over_budget[0];
+        assert_eq!(over.path, SandboxPath::from("/mnt/session/outputs/dense"));
+        assert_eq!(over.needs_bytes, 8 * block as u64);
+        assert!(over.left_bytes < 8 * block as u64 && over.left_bytes <= left);
+        assert!(!dest.path().join("dense").exists());
+        assert_eq!(
+            std::fs::read(dest.path().join("small")).unwrap(),
+            b"small\n"
+        );
+        let allocated: u64 = ["holes", "islands", "small"]
+            .iter()
+            .map(|n| {
+                use std::os::unix::fs::MetadataExt;
+                std::fs::metadata(dest.path().join(n)).unwrap().blocks() * 512
+            })
+            .sum();
+        assert_eq!(out.host_bytes, allocated);
+    }
+
+    #[test]
+    fn a_write_that_fails_names_its_reason() {
+        let dest = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dest.path().join("good.txt")).unwrap();
+        let root = rustix::fs::open(
+            dest.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        let out = write_group(
+            &root,
+            vec![(vec![b"good.txt".to_vec()], b"good\n".to_vec(), 0o644)],
+            u64::MAX,
+        );
+        assert_eq!(
+            out.unwritten,
+            vec![(
+                SandboxPath::from("/mnt/session/outputs/good.txt"),
+                "\"good.txt\" is a directory on the host".to_owned()
+            )]
+        );
     }
 }

@@ -90,12 +90,14 @@ impl RunPlan {
     /// Checks every input the contract would refuse, without provisioning
     /// or contacting a provider: each mount's source exists (a folder, a
     /// Git revision and path), the mount plan is admissible, the command's
-    /// bounds hold, and the output folder is not a file.
+    /// bounds hold, and the output folder is not a file and its ceiling of
+    /// host bytes is well formed.
     ///
     /// # Errors
     /// [`SessionError::Input`] naming a mount; [`SessionError::Sandbox`]
     /// with `invalid_request` naming the command field, or the mount
-    /// plan's refusal; [`SessionError::Host`] for an output path that
+    /// plan's refusal, or a malformed `CHECKFU_OUTPUT_MAX_BYTES` with an
+    /// output folder; [`SessionError::Host`] for an output path that
     /// exists and is not a folder.
     pub fn check(&self) -> Result<(), SessionError> {
         for plan in &self.mounts {
@@ -151,6 +153,7 @@ impl RunPlan {
                     dir.display()
                 )));
             }
+            crate::host_write::output_ceiling_bytes()?;
         }
         Ok(())
     }

@@ -49,8 +49,12 @@ directory of HOST_DIR exists with its bits (Git records no empty directory); not
 the workload does reaches the host, except what --outputs copies out of
 /mnt/session/outputs (regular files only, each with its permission bits, never
 outside DIR). A file over 16 MiB is not copied: each is named on stderr
-with its size, the rest is copied. The default mount access is rw. A Git mount is
-read-only.
+with its size, the rest is copied. Holes stay holes: a file's all-zero 4 KiB blocks
+are not written, so DIR takes what the workload wrote. One copy allocates at most
+$CHECKFU_OUTPUT_MAX_BYTES (decimal bytes, default 1073741824) and never the last
+1 GiB of the free space of DIR's file system; a file past that is named on stderr
+and not copied, the files that fit are. The default mount access is rw. A Git mount
+is read-only.
 
 Resources: --pids defaults to 1024 on a provider that enforces a process limit
 (docker, linux; the memory oracle enforces none, so it gets no default). A limit the provider
@@ -111,7 +115,7 @@ pub struct RunArgs {
     /// CPU limit in cores, e.g. 1.5 (at most three decimals).
     #[arg(long, value_name = "N.N", value_parser = parse_cpu_millis)]
     pub cpus: Option<u32>,
-    /// Copy the regular files of /mnt/session/outputs into DIR afterwards (one over 16 MiB, or one that cannot be written into DIR, is named and skipped: exit 125).
+    /// Copy the regular files of /mnt/session/outputs into DIR afterwards, holes kept (one over 16 MiB, past $CHECKFU_OUTPUT_MAX_BYTES host bytes, or one that cannot be written into DIR, is named and skipped: exit 125).
     #[arg(long, value_name = "DIR")]
     pub outputs: Option<PathBuf>,
     /// Durable retention: release settles a snapshot (kept 24 h, or --retention) whose id is printed on stderr; `run --resume ID` resumes it.

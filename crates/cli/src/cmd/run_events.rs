@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use checkfu_sandbox_contract::bounds::MAX_READ_FILE_BYTES;
-use checkfu_sandbox_session::{Event, Observer};
+use checkfu_sandbox_session::{Event, Observer, DEFAULT_OUTPUT_MAX_BYTES, OUTPUT_MAX_BYTES_ENV};
 
 use super::fail::render_failure;
 
@@ -55,6 +55,17 @@ impl Observer for Printer {
                 }
                 if let Some(why) = &report.deadline_passed {
                     eprintln!("checkfu: --outputs: {why}");
+                }
+                for over in &report.over_budget {
+                    eprintln!(
+                        "checkfu: --outputs: {} not copied: it needs {} host bytes, {} are left of \
+the output copy's {} (${OUTPUT_MAX_BYTES_ENV}, {} by default, and never the last 1 GiB of free space)",
+                        over.path,
+                        over.needs_bytes,
+                        over.left_bytes,
+                        report.budget_bytes,
+                        DEFAULT_OUTPUT_MAX_BYTES,
+                    );
                 }
                 for (path, why) in &report.unwritten {
                     eprintln!(

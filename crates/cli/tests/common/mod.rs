@@ -14,6 +14,7 @@
 use std::path::Path;
 use std::process::Command;
 
+pub mod providers;
 pub mod tree;
 
 pub use checkfu_test_support::cli::{
