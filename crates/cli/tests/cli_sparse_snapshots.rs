@@ -1,8 +1,10 @@
 //! A durable run whose workload writes 0 bytes into a 24 GiB sparse file
 //! snapshots in a few KiB of the state directory and resumes with the
 //! same apparent size, on Docker and on the linux provider; a snapshot
-//! over the host-byte bound is refused with `SandboxFileTooLarge` naming
-//! the path, the bound and the size, and leaves nothing behind.
+//! over the host-byte bound, or (Docker) whose commit would write holes
+//! the workload never wrote, is refused with `SandboxFileTooLarge` naming
+//! the path, the bound and the size, after the workload's status, and
+//! leaves nothing behind.
 //!
 //! Docker tests run when the daemon answers, linux tests as root with
 //! cgroups (a `SKIP` line otherwise, a failure under `CI=true`). Every
@@ -113,37 +115,131 @@ fn docker_a_sparse_output_snapshots_small_and_resumes_whole() {
     env.finish();
 }
 
+/// The number after `key ` on the one failure line of `o`.
+fn failure_number(o: &std::process::Output, key: &str) -> u64 {
+    let line = failure_lines(o).join(" ");
+    line.split(&format!("{key} "))
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {line:?}"))
+}
+
+/// The reviewer's input: 300 MiB of holes in the container's own root
+/// file system, well under the snapshot ceiling. `docker commit` would
+/// write them densely, so the snapshot is refused before it, fast, with
+/// the workload's status on the failure line, and leaves no image or
+/// container.
 #[test]
-fn docker_a_sparse_root_file_over_the_bound_is_refused() {
-    let Some(env) = docker("docker_sparse_root") else {
+fn docker_holes_in_the_root_file_system_are_refused_before_the_commit() {
+    let Some(env) = docker("docker_root_holes") else {
         return;
     };
     let before = allocated(env.state.path());
-    // The container's own root file system: a commit would write it
-    // densely, so its apparent size is what is bounded.
+    let started = Instant::now();
     let o = output(env.run(&[
         "--durable",
         "--",
         "sh",
         "-c",
-        "dd if=/dev/zero of=/tmp/s bs=1 count=0 seek=24G",
+        "dd if=/dev/zero of=/tmp/sp bs=1 count=0 seek=300M && exit 3",
     ]));
+    let took = started.elapsed();
     assert_one_line_failure(
         &o,
         125,
         &[
+            "the workload exited with status 3; ",
             "SandboxFileTooLarge",
             "path /:",
-            "limit_bytes",
-            &format!("actual_bytes {}", BYTES_24G),
+            &format!("actual_bytes {}", 300u64 << 20),
         ],
     );
+    // The bound is what the layer allocates plus the slack: far less
+    // than the holes.
+    let limit = failure_number(&o, "limit_bytes");
+    let slack = checkfu_sandbox_docker::COMMIT_HOLE_SLACK_BYTES;
+    assert!(
+        (slack..slack + (16 << 20)).contains(&limit),
+        "limit_bytes {limit}: {}",
+        describe(&o)
+    );
+    assert!(took < Duration::from_secs(60), "took {took:?}");
     assert!(
         !stderr(&o).contains("checkfu: snapshot "),
         "{}",
         describe(&o)
     );
     assert!(allocated(env.state.path()).saturating_sub(before) < GROWTH_BOUND);
+    assert_eq!(env.images(), Vec::<String>::new(), "no snapshot image");
+    assert_eq!(env.containers(), Vec::<String>::new(), "instance gone");
+    env.finish();
+}
+
+/// 2 MiB the workload really wrote, no holes: the snapshot is taken and
+/// resumes with the same bytes.
+#[test]
+fn docker_written_data_without_holes_snapshots_and_resumes() {
+    let Some(env) = docker("docker_root_written") else {
+        return;
+    };
+    let o = output(env.run(&[
+        "--durable",
+        "--",
+        "sh",
+        "-c",
+        "dd if=/dev/urandom of=/tmp/data bs=1024 count=2048 2>/dev/null && sha256sum /tmp/data",
+    ]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let written = stdout(&o);
+    assert!(written.contains("/tmp/data"), "{}", describe(&o));
+    let id = snapshot_id(&o);
+    let mut resume = env.checkfu();
+    resume.args(["sandbox", "run", "--provider", "docker", "--resume", &id]);
+    let o = output(resume.args(["--", "sh", "-c", "sha256sum /tmp/data && wc -c < /tmp/data"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(
+        stdout(&o),
+        format!("{written}2097152\n"),
+        "{}",
+        describe(&o)
+    );
+    env.finish();
+}
+
+/// Without holes the ceiling still holds: 2 MiB really written under a
+/// 1 MiB ceiling is refused with the layer's size (`SizeRw`).
+#[test]
+fn docker_a_root_layer_over_the_ceiling_is_refused() {
+    let Some(env) = docker("docker_root_ceiling") else {
+        return;
+    };
+    let bound: u64 = 1 << 20;
+    let o = output(
+        env.run(&[
+            "--durable",
+            "--",
+            "sh",
+            "-c",
+            "dd if=/dev/urandom of=/tmp/data bs=1024 count=2048 2>/dev/null",
+        ])
+        .env("CHECKFU_SNAPSHOT_MAX_BYTES", bound.to_string()),
+    );
+    assert_one_line_failure(
+        &o,
+        125,
+        &[
+            "the workload exited with status 0; ",
+            "SandboxFileTooLarge",
+            "path /:",
+            &format!("limit_bytes {bound}"),
+        ],
+    );
+    assert!(
+        failure_number(&o, "actual_bytes") >= 2 << 20,
+        "{}",
+        describe(&o)
+    );
     assert_eq!(env.images(), Vec::<String>::new(), "no snapshot image");
     assert_eq!(env.containers(), Vec::<String>::new(), "instance gone");
     env.finish();

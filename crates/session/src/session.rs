@@ -93,6 +93,14 @@ pub enum Event<'a> {
         /// Standard error.
         stderr: &'a [u8],
     },
+    /// The workload settled with this status (see [`exit_status`]),
+    /// before the output copy and the release; a failure of either is
+    /// still the session's failure, and this is how it learns the
+    /// workload's status.
+    Exited {
+        /// The status as a shell reports it.
+        status: u8,
+    },
     /// The workload ran past its timeout, in seconds.
     TimedOut {
         /// The timeout.
@@ -401,6 +409,7 @@ async fn flow(
         }
         Some(prompt) => one_shot_run(&adapter, &id, plan, prompt, observer).await?,
     };
+    observer.event(Event::Exited { status });
 
     let outputs = match &plan.outputs {
         Some(dir) => {

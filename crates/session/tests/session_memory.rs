@@ -410,3 +410,29 @@ async fn a_snapshot_past_the_runs_deadline_is_a_typed_timeout() {
         "the late snapshot is rolled back"
     );
 }
+
+#[tokio::test]
+async fn the_workloads_status_is_reported_before_the_release() {
+    let memory = MemoryProvider::with_system_clock();
+    let mut p = plan(&["sh", "-c", "exit 42"]);
+    p.durable = true;
+    let log = Log::default();
+    let outcome = session(&memory, &p, &log, CancellationToken::new())
+        .await
+        .unwrap();
+    let snapshot = outcome.snapshot.expect("a snapshot");
+    let lines = log.lines();
+    let at = |want: &str| {
+        lines
+            .iter()
+            .position(|l| l == want)
+            .unwrap_or_else(|| panic!("no {want:?} in {lines:?}"))
+    };
+    // A failure of the release would be the session's; the status came
+    // before it.
+    assert!(
+        at("Exited { status: 42 }") < at(&format!("snapshot {}", snapshot.snapshot_id)),
+        "{lines:?}"
+    );
+    assert!(memory.live_instances().is_empty());
+}

@@ -62,8 +62,9 @@ does not enforce is refused before anything is provisioned.
 
 Exit status: the workload's own status; 124 when it ran past --timeout; 128+N when
 signal N ended it; 125 when checkfu or the provider failed (one line on stderr: the
-closed error tag, operation, field and values), or when the output copy is incomplete
-(the workload's status is reported on stderr first); 126/127 when the command could
+closed error tag, operation, field and values, after the workload's status when the
+workload ran, as when the durable snapshot is refused), or when the output copy is
+incomplete (the workload's status is reported on stderr first); 126/127 when the command could
 not be executed / was not found (as the provider reports them); 2 for a flag that
 does not parse (also --timeout 0, a --workdir that is relative or has . or .., a
 malformed --image, an --env key outside ^[A-Za-z_][A-Za-z0-9_]*$, and a --mount
@@ -361,7 +362,7 @@ async fn session(choice: ProviderChoice, plan: RunPlan) -> u8 {
             return stopped(watcher).await;
         }
     };
-    let printer = Printer;
+    let printer = Printer::default();
     let mut plan = plan;
     plan.enrollment = backend.enrollment.clone();
     let result = checkfu_sandbox_session::run(
@@ -381,7 +382,12 @@ async fn session(choice: ProviderChoice, plan: RunPlan) -> u8 {
     match result {
         Err(SessionError::Cancelled) => stopped(watcher).await,
         Err(e) => {
-            let failure = Failure::from(e);
+            let mut failure = Failure::from(e);
+            // The workload ran: its status comes first on the failure line.
+            if let Some(status) = printer.workload_status() {
+                failure.line =
+                    format!("the workload exited with status {status}; {}", failure.line);
+            }
             printer.flush_stdout();
             failure.report();
             failure.code

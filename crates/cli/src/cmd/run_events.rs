@@ -3,17 +3,26 @@
 //! stderr and checkfu's own lines to stderr.
 
 use std::io::Write;
+use std::sync::Mutex;
 
 use checkfu_sandbox_contract::bounds::MAX_READ_FILE_BYTES;
 use checkfu_sandbox_session::{Event, Observer, DEFAULT_OUTPUT_MAX_BYTES, OUTPUT_MAX_BYTES_ENV};
 
 use super::fail::render_failure;
 
-/// Prints events as they come.
+/// Prints events as they come, and remembers the workload's status.
 #[derive(Debug, Default)]
-pub struct Printer;
+pub struct Printer {
+    status: Mutex<Option<u8>>,
+}
 
 impl Printer {
+    /// The workload's status, once it settled ([`Event::Exited`]): a
+    /// failure after it (the output copy, the durable snapshot) reports it.
+    pub fn workload_status(&self) -> Option<u8> {
+        *self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Flushes stdout before a failure line, so that the workload's output
     /// comes first.
     pub fn flush_stdout(&self) {
@@ -36,6 +45,9 @@ impl Observer for Printer {
                 let mut err = std::io::stderr().lock();
                 let _ = err.write_all(stderr);
                 let _ = err.flush();
+            }
+            Event::Exited { status } => {
+                *self.status.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
             }
             Event::TimedOut { seconds } => {
                 eprintln!("checkfu: the workload timed out after {seconds} s")

@@ -41,10 +41,13 @@
 //! * **Snapshots.** A snapshot is a commit of the container (taken while
 //!   it is paused) plus an uncompressed tar of every mount's host directory
 //!   and of the output tree, in `snapshots/<id>/`. The tars are
-//!   sparse-aware; a commit writes the writable layer densely, so the
-//!   layer's apparent size (`SizeRw`) is checked against the snapshot's
-//!   host-byte bound first and refused as `SandboxFileTooLarge{path: /}`
-//!   ([`checkfu_sandbox_hostfs::archive::write_archives`] bounds the tars). A clone is a commit of a
+//!   sparse-aware; a commit writes the writable layer densely, so before
+//!   it the layer's holes (apparent size over allocated bytes in the
+//!   graph driver's upper directory, where this host can read it) and its
+//!   apparent size (`SizeRw`, against the snapshot's host-byte bound) are
+//!   checked and refused as `SandboxFileTooLarge{path: /}`
+//!   ([`commit_bound`]; [`checkfu_sandbox_hostfs::archive::write_archives`]
+//!   bounds the tars). A clone is a commit of a
 //!   never-started container created from the source image (its own image
 //!   and labels) plus copies of the archives. Custody is `runner`: the
 //!   bytes live on this machine.
@@ -62,12 +65,13 @@
 //!
 //! [`inner`] holds the provider object and its shared state; [`labels`],
 //! [`envelope`] and [`errors`] the vocabulary; [`instances`],
-//! [`snapshots`], [`sweep`], [`execute`], [`reads`], [`open_process`]
+//! [`snapshots`] (with [`commit_bound`]), [`sweep`], [`execute`], [`reads`], [`open_process`]
 //! and [`pool`] one concern each; [`sandbox`] wires the contract's required members to
 //! them, most through hostfs's shared flows ([`lifecycle`] and [`host`]
 //! are this provider as those flows see it; hostfs's rollbacks undo
 //! allocations).
 
+mod commit_bound;
 mod egress;
 mod envelope;
 mod errors;
@@ -84,6 +88,7 @@ mod sandbox;
 mod snapshots;
 mod sweep;
 
+pub use commit_bound::COMMIT_HOLE_SLACK_BYTES;
 pub use envelope::{envelope, host_platform};
 pub use inner::{
     parse_pool_size, DockerConfig, DockerProvider, DockerProviderError, MATERIALIZATION_REVISION,

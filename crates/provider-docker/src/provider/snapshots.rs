@@ -7,6 +7,7 @@ use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 
 use super::{
+    commit_bound::check_commit_bound,
     errors::{chain, daemon_error, provider_error},
     inner::Inner,
     labels::{instance_tag, snapshot_tag, INSTANCE_REPOSITORY, LABEL_SCOPE, SNAPSHOT_REPOSITORY},
@@ -107,25 +108,12 @@ impl Inner {
         let snapshot = &record.snapshot;
         let container = Inner::container_of(rec);
         // A commit writes the writable layer's files densely into the
-        // image store: its apparent size is bounded before anything is
-        // written, by the ceiling and the free space of the daemon's data
-        // root (when it is on this host).
+        // image store: it is bounded before anything is written, by what
+        // the workload wrote, the ceiling and the daemon's free space.
         let ceiling = archive::snapshot_ceiling_bytes(operation)?;
-        let layer = daemon::writable_layer_bytes(&self.docker, &container)
-            .await
-            .map_err(|e| daemon_error(operation, &e))?;
-        let root_free = match daemon::data_root(&self.docker).await {
-            Ok(Some(root)) => archive::free_bytes(Path::new(&root)).ok(),
-            _ => None,
-        };
-        let layer_limit = ceiling.min(root_free.unwrap_or(u64::MAX));
-        if layer > layer_limit {
-            return Err(SandboxError::SandboxFileTooLarge {
-                path: "/".to_owned(),
-                limit_bytes: layer_limit,
-                actual_bytes: layer,
-            });
-        }
+        let deadline = archive::instant_of(self.clock.now(), rec.request.expires_at);
+        let layer =
+            check_commit_bound(&self.docker, operation, &container, ceiling, deadline).await?;
         daemon::commit_container(
             &self.docker,
             &container,
