@@ -32,6 +32,7 @@
 pub mod cgroup;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod exec;
 pub mod image;
 mod members;
 pub mod network;

@@ -75,7 +75,7 @@ nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
 const GROUP: &str = "root:x:0:\ncheckfu:x:1000:\nnogroup:x:65534:\n";
 
 /// What `/bin/busybox` holds: a stand-in, not a program.
-const BUSYBOX_STAND_IN: &[u8] = b"memory oracle stand-in for busybox\n";
+pub(crate) const BUSYBOX_STAND_IN: &[u8] = b"memory oracle stand-in for busybox\n";
 
 /// The environment every command starts from: `PATH`, `HOME` and
 /// `HOSTNAME`, the keys `docker exec` gives in the fixture image; the

@@ -215,6 +215,11 @@ fn host_folder(dir: &Path) {
     };
     write("run.sh", b"#!/bin/sh\necho ran\n", 0o755);
     write("data.txt", b"data\n", 0o644);
+    // Executable files execve refuses: a missing interpreter (ENOENT), a
+    // broken ELF and a script without `#!` (both ENOEXEC).
+    write("bi", b"#!/no/interp\n", 0o755);
+    write("elf", b"\x7fELF\x02\x01\x01garbage, not a program\n", 0o755);
+    write("ns", b"echo hi\n", 0o755);
     write("deep/er/tool.sh", b"#!/bin/sh\necho deep\n", 0o700);
     std::fs::create_dir(dir.join("empty")).unwrap();
     write("private/key", b"secret\n", 0o600);
@@ -345,6 +350,61 @@ fn table() -> Vec<Row> {
                 argv(&["/bin/echo", "ok"]),
                 0,
             )
+        },
+        Row {
+            stderr_has: Some("interpreter /no/interp: not found"),
+            ..row(
+                "a script whose interpreter is missing",
+                argv(&["/src/bi"]),
+                127,
+            )
+        },
+        Row {
+            stderr_has: Some("exec format error"),
+            ..row("a broken ELF file", argv(&["/src/elf"]), 126)
+        },
+        Row {
+            stderr_has: Some("exec format error"),
+            ..row(
+                "a script without #! is not run by a shell",
+                argv(&["/src/ns"]),
+                126,
+            )
+        },
+        Row {
+            workdir: "/src",
+            stderr_has: Some("exec format error"),
+            ..row(
+                "a script without #! by a relative path",
+                argv(&["./ns"]),
+                126,
+            )
+        },
+        Row {
+            env: &[("PATH", "")],
+            ..row("an empty PATH finds nothing", argv(&["true"]), 127)
+        },
+        Row {
+            env: &[("PATH", "/nonexistent")],
+            ..row("a PATH of a missing directory", argv(&["true"]), 127)
+        },
+        Row {
+            env: &[("PATH", "bin:usr/bin")],
+            ..row(
+                "relative PATH elements are not searched",
+                argv(&["true"]),
+                127,
+            )
+        },
+        Row {
+            env: &[("PATH", "/nonexistent:/usr/bin")],
+            stdout_lines: &["PATH=/nonexistent:/usr/bin"],
+            ..row("a PATH found along its elements", argv(&["env"]), 0)
+        },
+        Row {
+            env: &[("PATH", "/src")],
+            stdout: Some("ran\n"),
+            ..row("a script found along PATH", argv(&["run.sh"]), 0)
         },
         row("missing command", argv(&["no-such-command-xyz"]), 127),
         row("missing command by path", argv(&["/src/no-such"]), 127),

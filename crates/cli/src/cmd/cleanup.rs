@@ -41,9 +41,12 @@ checkfu.sandbox.scope label names at the daemon. A conformance scope (conf-*) be
 scope is swept whole, whatever --older-than says: every instance and snapshot (counted by the \
 runtime's cleanup, listed by its dry run) and then every support object (Docker: listener and \
 warm-pool containers, images, its network; Linux: allowlist links; both: the target's state \
-directory), each listed as `removed <object>` (`would remove` with --dry-run) and counted.
+directory), each listed as `removed <object>` (`would remove` with --dry-run) and counted. A \
+conformance scope whose process is still running is not swept nor listed: a `skipped conformance \
+scope` line names it and its pid.
 
-Exit status: 0; 2 for a malformed duration; 125 when the provider failed; 141 when stdout was \
+Exit status: 0; 1 when every --scope named was skipped as a live run's; 2 for a malformed \
+duration or scope name; 125 when the provider failed; 141 when stdout was \
 closed early (as a SIGPIPE death)."
 )]
 pub struct CleanupArgs {
@@ -57,7 +60,7 @@ pub struct CleanupArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Sweep this Docker or Linux scope instead of the CLI's (repeatable).
-    #[arg(long = "scope", value_name = "NAME", conflicts_with = "all_scopes")]
+    #[arg(long = "scope", value_name = "NAME", conflicts_with = "all_scopes", value_parser = super::cleanup_scope::parse_scope)]
     pub scopes: Vec<String>,
     /// Sweep every Docker scope a label names at the daemon (Linux: every scope a conformance target left, and the CLI's).
     #[arg(long)]
@@ -187,7 +190,11 @@ async fn sweep(
     } else {
         args.scopes.clone()
     };
+    let mut live = Live::default();
     for scope in scopes {
+        if live.skips(&scope) {
+            continue;
+        }
         if !scope.starts_with(conf::CONFORMANCE_SCOPE_PREFIX) {
             let provider = super::backend::open_docker_scope(&scope).await?;
             let arc = std::sync::Arc::new(provider);
@@ -232,7 +239,44 @@ async fn sweep(
             )));
         }
     }
-    Ok(Ok(()))
+    live.answer(args)
+}
+
+/// The conformance scopes skipped because their run is alive, and
+/// whether any scope was swept.
+#[derive(Debug, Default)]
+struct Live {
+    skipped: usize,
+    swept: usize,
+}
+
+impl Live {
+    /// True (and the skip line printed) when `scope` is a live run's.
+    fn skips(&mut self, scope: &str) -> bool {
+        match super::cleanup_scope::live_owner(scope) {
+            Some(pid) => {
+                eprintln!("{}", super::cleanup_scope::skipped_line(scope, pid));
+                self.skipped += 1;
+                true
+            }
+            None => {
+                self.swept += 1;
+                false
+            }
+        }
+    }
+
+    /// Success, unless every `--scope` named was skipped (a refusal, 1).
+    fn answer(&self, args: &CleanupArgs) -> Printed {
+        if !args.all_scopes && self.skipped > 0 && self.swept == 0 {
+            return Err(Failure::refused(format!(
+                "nothing swept: {} conformance scope(s) named belong to running `checkfu sandbox \
+test` processes",
+                self.skipped
+            )));
+        }
+        Ok(Ok(()))
+    }
 }
 
 /// Prints a conformance scope's support objects (`verb object` lines)
@@ -292,7 +336,11 @@ async fn sweep_linux_scopes(args: &CleanupArgs) -> Printed {
     };
     scopes.sort();
     scopes.dedup();
+    let mut live = Live::default();
     for scope in scopes {
+        if live.skips(&scope) {
+            continue;
+        }
         let conformance = scope.starts_with(CONFORMANCE_SCOPE_PREFIX);
         let mut dirs: Vec<(std::path::PathBuf, bool)> = left
             .iter()
@@ -351,7 +399,7 @@ async fn sweep_linux_scopes(args: &CleanupArgs) -> Printed {
             )));
         }
     }
-    Ok(Ok(()))
+    live.answer(args)
 }
 
 /// The runtime's cleanup (or its dry run) of one provider, printed: one

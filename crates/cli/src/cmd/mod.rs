@@ -11,6 +11,7 @@ use checkfu_sandbox_docker::conformance::DockerTarget;
 pub mod backend;
 pub mod capabilities;
 pub mod cleanup;
+pub mod cleanup_scope;
 pub mod enroll;
 pub mod enrolled;
 pub mod fail;

@@ -84,7 +84,7 @@ pub struct RunArgs {
     )]
     pub image: Option<String>,
     /// Resume SNAPSHOT, which a --durable run printed (see `checkfu sandbox snapshots`): the command runs in a fresh instance with the snapshot's files, image and mounts (no --mount or --git). Docker, linux and served providers; the memory oracle's snapshots do not outlive its process.
-    #[arg(long, value_name = "SNAPSHOT", conflicts_with_all = ["mounts", "git"])]
+    #[arg(long, value_name = "SNAPSHOT", conflicts_with_all = ["mounts", "git"], value_parser = parse_snapshot_id)]
     pub resume: Option<String>,
     /// How long a --durable run's snapshot is kept: N followed by s, m, h or d (at least 1s) [default: 24h].
     #[arg(long, value_name = "DURATION", requires = "durable", value_parser = super::cleanup::parse_duration_seconds)]
@@ -424,4 +424,18 @@ so checkfu exits {EXIT_OUTPUTS_INCOMPLETE}",
             outcome.status
         }
     }
+}
+
+/// Parses a `--resume` value: a snapshot id is never empty and holds no
+/// whitespace or control character.
+///
+/// # Errors
+/// A message naming the expected shape and the value given.
+pub fn parse_snapshot_id(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "expected a snapshot id (non-empty, no whitespace), actual {text:?}"
+        ));
+    }
+    Ok(text.to_owned())
 }

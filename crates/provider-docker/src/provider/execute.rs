@@ -68,6 +68,19 @@ impl Inner {
                     // runc's own report of a refused execve (the argument
                     // space of the image's environment added): 126.
                     (ExitCause::ExitCode(126), stdout, stderr)
+                } else if let Some(failure) = daemon::RuntimeExecFailure::recognise(
+                    &exec.argv[0],
+                    code.into(),
+                    &stdout,
+                    &stderr,
+                ) {
+                    // runc's report of an execve that failed in the
+                    // started process (decision 017): 127 for a missing
+                    // interpreter (named), 126 otherwise.
+                    let stderr = self
+                        .runtime_exec_message(&rec, &exec.working_dir, &failure)
+                        .await;
+                    (ExitCause::ExitCode(failure.code), stdout, stderr)
                 } else {
                     (ExitCause::ExitCode(code), stdout, stderr)
                 }
@@ -112,6 +125,34 @@ impl Inner {
             started_at,
             finished_at,
         })
+    }
+}
+
+impl Inner {
+    /// The stderr of a recognised [`daemon::RuntimeExecFailure`]: runc's
+    /// line, and for a missing interpreter the interpreter the script
+    /// names (`exec PATH: interpreter INTERP: not found`).
+    async fn runtime_exec_message(
+        &self,
+        rec: &crate::store::InstanceRecord,
+        working_dir: &Option<String>,
+        failure: &daemon::RuntimeExecFailure,
+    ) -> Vec<u8> {
+        let path = &failure.path;
+        if failure.code != 127 {
+            return format!("exec {path}: {}\n", failure.reason).into_bytes();
+        }
+        let absolute = if path.starts_with('/') {
+            path.clone()
+        } else {
+            let dir = working_dir.as_deref().unwrap_or("/");
+            format!("{}/{path}", dir.trim_end_matches('/'))
+        };
+        match daemon::script_interpreter(&self.docker, &Inner::container_of(rec), &absolute).await {
+            Some(interp) => format!("exec {path}: interpreter {interp}: not found\n"),
+            None => format!("exec {path}: its interpreter was not found\n"),
+        }
+        .into_bytes()
     }
 }
 

@@ -10,6 +10,7 @@ use checkfu_sandbox_contract::*;
 use super::errors::provider_error;
 use super::inner::Inner;
 use crate::cgroup::InstanceCgroups;
+use crate::exec::ProgramPlan;
 use crate::spawn::{EnterPlan, ENTER_FAILURE_BASE};
 use crate::store::InstanceRecord;
 
@@ -113,23 +114,38 @@ impl Inner {
             uid,
             seccomp: self.seccomp.clone(),
         };
-        let mut command = tokio::process::Command::new(executable);
-        command.args(arguments).env_clear();
-        for kv in &rec.image_env {
-            if let Some((k, v)) = kv.split_once('=') {
-                command.env(k, v);
-            }
-        }
-        command.env("HOME", if uid == 0 { "/root" } else { "/home/checkfu" });
+        let mut env: BTreeMap<String, String> = rec
+            .image_env
+            .iter()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        env.insert(
+            "HOME".to_owned(),
+            if uid == 0 { "/root" } else { "/home/checkfu" }.to_owned(),
+        );
         // The instance's UTS name, as `docker exec` gives a container's.
-        command.env("HOSTNAME", super::instances::INSTANCE_HOSTNAME);
-        command.envs(environment);
+        env.insert(
+            "HOSTNAME".to_owned(),
+            super::instances::INSTANCE_HOSTNAME.to_owned(),
+        );
+        env.extend(environment.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let program = ProgramPlan::new(executable, arguments, &env).ok_or_else(|| {
+            SandboxError::invalid_request(operation, "command", "no NUL byte", executable)
+        })?;
+        let mut command = tokio::process::Command::new(executable);
+        command.args(arguments).env_clear().envs(&env);
         command.kill_on_drop(true);
-        // SAFETY: `enter` only makes system calls on the plan, which the
-        // closure owns and which was fully built before the fork.
+        // SAFETY: `enter` and `exec_program` only make system calls on
+        // their plans, which the closure owns and which were fully built
+        // before the fork. `exec_program` replaces the standard library's
+        // `execvp` (no `/bin/sh` fallback on ENOEXEC; see `crate::exec`).
         #[allow(unsafe_code)]
         unsafe {
-            command.pre_exec(move || crate::spawn::enter(&plan));
+            command.pre_exec(move || {
+                crate::spawn::enter(&plan)?;
+                crate::exec::exec_program(&program)
+            });
         }
         Ok(Prepared { command })
     }

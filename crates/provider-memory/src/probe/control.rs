@@ -152,7 +152,14 @@ impl Exec<'_> {
             return Err(Abort::Signalled(signal));
         }
         for p in pids {
-            self.err(format!("kill: can't kill pid {p}: No such process"))?;
+            // Pid 1 is the instance's init, root's as on the Linux
+            // provider: the workload may not signal it (decision 017).
+            let why = if p == "1" {
+                "Operation not permitted"
+            } else {
+                "No such process"
+            };
+            self.err(format!("kill: can't kill pid {p}: {why}"))?;
         }
         Ok(1)
     }

@@ -181,18 +181,37 @@ bytes, over the kernel's {EXEC_ARGUMENT_SPACE_BYTES}); not executed"
 }
 
 /// True when `executable` names a built-in as a launch finds it: a bare
-/// name, or a path resolving (from `cwd`) to an executable file without
-/// `#!`, the stand-in for a binary (see [`Exec::run`]).
-pub(crate) fn names_built_in(fs: &Fs, cwd: &str, executable: &str) -> bool {
+/// name found along `path` (the command's `PATH`, see [`lookup_path`]), or
+/// a path resolving (from `cwd`) to an executable stand-in for a binary
+/// (see [`Exec::run`]).
+pub(crate) fn names_built_in(fs: &Fs, cwd: &str, executable: &str, path: Option<&str>) -> bool {
     if !executable.contains('/') {
-        return true;
+        return lookup_path(fs, executable, path)
+            .is_some_and(|p| names_built_in(fs, "/", &p, None));
     }
     match fs.resolve(cwd, executable, true) {
         Ok((physical, Some(FsNode::File(bytes)))) => {
-            fs.mode(&physical) & 0o111 != 0 && !bytes.starts_with(b"#!")
+            fs.mode(&physical) & 0o111 != 0 && bytes == crate::image::BUSYBOX_STAND_IN
         }
         _ => false,
     }
+}
+
+/// Where a bare command `name` is found along `path` (a `PATH` value; the
+/// image's [`crate::image::PATH`] when unset), as `docker exec` (runc's
+/// lookup) and the Linux provider find it: the first absolute element
+/// holding an executable regular file `name` (links followed). Empty and
+/// relative elements are not searched: the current directory never is
+/// (decision 017). `None`: not found (exit 127).
+pub(crate) fn lookup_path(fs: &Fs, name: &str, path: Option<&str>) -> Option<String> {
+    let path = path.unwrap_or(crate::image::PATH);
+    path.split(':')
+        .filter(|dir| dir.starts_with('/'))
+        .map(|dir| format!("{}/{name}", dir.trim_end_matches('/')))
+        .find(|candidate| match fs.resolve("/", candidate, true) {
+            Ok((physical, Some(FsNode::File(_)))) => fs.mode(&physical) & 0o111 != 0,
+            _ => false,
+        })
 }
 
 impl Exec<'_> {
@@ -308,7 +327,9 @@ impl Exec<'_> {
     }
 
     /// Runs one argv as a launch: [`Exec::launch_refusal`] first (its
-    /// reason on stderr), then [`Exec::run`].
+    /// reason on stderr), then a bare command name looked up along the
+    /// command's `PATH` ([`lookup_path`]; not found is 127), then
+    /// [`Exec::run`].
     pub(crate) fn launch(
         &mut self,
         argv: &[String],
@@ -318,7 +339,23 @@ impl Exec<'_> {
             self.err(reason)?;
             return Ok(code);
         }
-        self.run(argv)
+        match argv.first() {
+            Some(first) if !first.contains('/') => {
+                let path = self.env.get("PATH").map(String::as_str);
+                match lookup_path(self.fs, first, path) {
+                    Some(found) => {
+                        let mut resolved = argv.to_vec();
+                        resolved[0] = found;
+                        self.run(&resolved)
+                    }
+                    None => {
+                        self.err(format!("exec {first}: not found in PATH"))?;
+                        Ok(127)
+                    }
+                }
+            }
+            _ => self.run(argv),
+        }
     }
 
     /// An executable named by a path (it contains `/`), as `execve`
@@ -326,9 +363,11 @@ impl Exec<'_> {
     /// path through a non-directory or a link loop, a directory, a special
     /// file or a file without an execute bit cannot be executed (126, the
     /// reason on stderr); an executable `#!` script naming `sh` runs its
-    /// body. `None` for an executable file without `#!` (a stand-in for a
-    /// binary, as `/bin/busybox` and its applet links are): the built-in
-    /// the path's last component names then runs.
+    /// body; an executable `#!` script naming another interpreter is 127
+    /// (the interpreter is not found, named on stderr); any other
+    /// executable file is execve's `ENOEXEC` (126, `exec format error`).
+    /// `None` for the stand-in for a binary (`/bin/busybox` and its applet
+    /// links): the built-in the path's last component names then runs.
     fn run_path(&mut self, first: &str) -> Option<Result<u8, Abort>> {
         let (physical, node) = match self.fs.resolve(&self.cwd, first, true) {
             Ok((physical, Some(node))) => (physical, node.clone()),
@@ -351,13 +390,26 @@ impl Exec<'_> {
                 if self.fs.mode(&physical) & 0o111 == 0 {
                     return denied(self);
                 }
+                if bytes == crate::image::BUSYBOX_STAND_IN {
+                    return None;
+                }
                 let text = String::from_utf8_lossy(&bytes).into_owned();
                 let (line, body) = text.split_once('\n').unwrap_or((text.as_str(), ""));
-                let interpreter = line.strip_prefix("#!")?.trim();
-                if basename(interpreter.split_whitespace().next().unwrap_or("")) != b"sh" {
+                let Some(interpreter) = line.strip_prefix("#!") else {
+                    // execve's ENOEXEC: no `#!` and not a binary; never the
+                    // shell's fallback of running it as a script.
                     return Some(
-                        self.err(format!("sh: {first}: {interpreter}: not found"))
-                            .map(|()| 127),
+                        self.err(format!("exec {first}: exec format error"))
+                            .map(|()| 126),
+                    );
+                };
+                let interpreter = interpreter.split_whitespace().next().unwrap_or("");
+                if basename(interpreter) != b"sh" {
+                    return Some(
+                        self.err(format!(
+                            "exec {first}: interpreter {interpreter}: not found"
+                        ))
+                        .map(|()| 127),
                     );
                 }
                 let script: String = body

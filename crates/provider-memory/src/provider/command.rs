@@ -45,7 +45,15 @@ impl Inner {
         // not a binary) is the launch's answer below.
         let streams = crate::probe::launch_refusal(&record.fs, &cwd, &argv, &request.environment)
             .is_none()
-            && crate::probe::names_built_in(&record.fs, &cwd, &request.executable);
+            && crate::probe::names_built_in(
+                &record.fs,
+                &cwd,
+                &request.executable,
+                request
+                    .environment
+                    .get("PATH")
+                    .map_or(Some(crate::image::PATH), |p| Some(p.as_str())),
+            );
         match name.as_str() {
             _ if !streams => {}
             "cat" => {
