@@ -1,4 +1,4 @@
-//! Figure 9: the daemonless Linux provider (`linux`) through the runtime,
+//! Figure 11: the daemonless Linux provider (`linux`) through the runtime,
 //! against `docker run --rm`, `unshare`, `docker exec` and the Docker
 //! provider, all measured in the same run on the same busybox fixture.
 
