@@ -10,7 +10,7 @@ use checkfu_sandbox_contract::*;
 use super::errors::provider_error;
 use super::inner::Inner;
 use crate::cgroup::InstanceCgroups;
-use crate::spawn::{EnterPlan, ENTER_FAILURE_BASE};
+use crate::spawn::{CStrArray, EnterPlan, ExecArgs, ENTER_FAILURE_BASE};
 use crate::store::InstanceRecord;
 
 /// A command about to be spawned, or why it could not be prepared.
@@ -99,6 +99,36 @@ impl Inner {
             )
         })?;
         let uid = self.workload_user.uid();
+        // The command's environment, as `Command::env_clear` and `env`
+        // would build it: later settings win, keys in byte order.
+        let mut env: BTreeMap<String, String> = BTreeMap::new();
+        for kv in &rec.image_env {
+            if let Some((k, v)) = kv.split_once('=') {
+                env.insert(k.to_owned(), v.to_owned());
+            }
+        }
+        env.insert(
+            "HOME".into(),
+            if uid == 0 { "/root" } else { "/home/checkfu" }.into(),
+        );
+        // The instance's UTS name, as `docker exec` gives a container's.
+        env.insert(
+            "HOSTNAME".into(),
+            super::instances::INSTANCE_HOSTNAME.into(),
+        );
+        env.extend(environment.iter().map(|(k, v)| (k.clone(), v.clone())));
+        // The program is exec'd by `enter` itself; `Command` keeps the same
+        // program, arguments and environment so that it refuses a NUL byte
+        // before anything is forked, as before.
+        let exec = (|| {
+            Some(ExecArgs {
+                program: CString::new(executable).ok()?,
+                argv: CStrArray::new(
+                    std::iter::once(executable).chain(arguments.iter().map(String::as_str)),
+                )?,
+                envp: CStrArray::new(env.iter().map(|(k, v)| format!("{k}={v}")))?,
+            })
+        })();
         let plan = EnterPlan {
             namespaces,
             root,
@@ -112,18 +142,10 @@ impl Inner {
             ],
             uid,
             seccomp: self.seccomp.clone(),
+            exec,
         };
         let mut command = tokio::process::Command::new(executable);
-        command.args(arguments).env_clear();
-        for kv in &rec.image_env {
-            if let Some((k, v)) = kv.split_once('=') {
-                command.env(k, v);
-            }
-        }
-        command.env("HOME", if uid == 0 { "/root" } else { "/home/checkfu" });
-        // The instance's UTS name, as `docker exec` gives a container's.
-        command.env("HOSTNAME", super::instances::INSTANCE_HOSTNAME);
-        command.envs(environment);
+        command.args(arguments).env_clear().envs(&env);
         command.kill_on_drop(true);
         // SAFETY: `enter` only makes system calls on the plan, which the
         // closure owns and which was fully built before the fork.
