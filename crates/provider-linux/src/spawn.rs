@@ -85,12 +85,15 @@ pub(crate) struct Bind {
 /// How the instance's root file system is made.
 #[derive(Debug, Clone)]
 pub(crate) enum RootMount {
-    /// An overlay: `data` is `lowerdir=...,upperdir=...,workdir=...`.
+    /// An overlay: `data` is `lowerdir=...,upperdir=...,workdir=...,volatile`.
     Overlay {
         /// Mount point.
         target: CString,
         /// Overlay options.
         data: CString,
+        /// The same options without `volatile`, for a kernel that does
+        /// not know it (before 5.10).
+        fallback: CString,
     },
     /// A private copy bound onto itself (where overlayfs is refused).
     Copy {
@@ -347,15 +350,16 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
             g_fail(wfd, 3);
         }
         match &plan.root {
-            RootMount::Overlay { target, data } => {
+            RootMount::Overlay {
+                target,
+                data,
+                fallback,
+            } => {
                 let overlay = c"overlay";
-                if !mount(
-                    Some(overlay),
-                    target,
-                    Some(overlay),
-                    0,
-                    Some(data.as_c_str()),
-                ) {
+                let with =
+                    |options: &CStr| mount(Some(overlay), target, Some(overlay), 0, Some(options));
+                let mounted = with(data) || (errno() == libc::EINVAL && with(fallback));
+                if !mounted {
                     g_fail(wfd, 4);
                 }
             }
