@@ -85,15 +85,12 @@ pub(crate) struct Bind {
 /// How the instance's root file system is made.
 #[derive(Debug, Clone)]
 pub(crate) enum RootMount {
-    /// An overlay: `data` is `lowerdir=...,upperdir=...,workdir=...,volatile`.
+    /// An overlay: `data` is `lowerdir=...,upperdir=...,workdir=...`.
     Overlay {
         /// Mount point.
         target: CString,
         /// Overlay options.
         data: CString,
-        /// The same options without `volatile`, for a kernel that does
-        /// not know it (before 5.10).
-        fallback: CString,
     },
     /// A private copy bound onto itself (where overlayfs is refused).
     Copy {
@@ -350,16 +347,15 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
             g_fail(wfd, 3);
         }
         match &plan.root {
-            RootMount::Overlay {
-                target,
-                data,
-                fallback,
-            } => {
+            RootMount::Overlay { target, data } => {
                 let overlay = c"overlay";
-                let with =
-                    |options: &CStr| mount(Some(overlay), target, Some(overlay), 0, Some(options));
-                let mounted = with(data) || (errno() == libc::EINVAL && with(fallback));
-                if !mounted {
+                if !mount(
+                    Some(overlay),
+                    target,
+                    Some(overlay),
+                    0,
+                    Some(data.as_c_str()),
+                ) {
                     g_fail(wfd, 4);
                 }
             }

@@ -242,29 +242,16 @@ impl Inner {
         let root = self.layout.root_dir(id);
         let root_c = cstring(&root)?;
         let root_mount = match rec.root_mode {
-            RootMode::Overlay => {
-                // `volatile`: the overlay never syncs its upper layer, in
-                // particular not when the instance's mount namespace goes
-                // away, where a sync of the upper layer is a sync of the
-                // whole state directory's file system (every dirty page of
-                // the host's, when that is the root) on release's path.
-                // The layer never outlives its instance across a host crash:
-                // a durable instance continues from its snapshot's archive.
-                let options = format!(
+            RootMode::Overlay => RootMount::Overlay {
+                target: root_c.clone(),
+                data: CString::new(format!(
                     "lowerdir={},upperdir={},workdir={}",
                     self.images.rootfs_dir(&rec.image).display(),
                     self.layout.upper_dir(id).display(),
                     self.layout.work_dir(id).display()
-                );
-                let c = |s: String| {
-                    CString::new(s).map_err(|_| "overlay options hold a NUL".to_owned())
-                };
-                RootMount::Overlay {
-                    target: root_c.clone(),
-                    data: c(format!("{options},volatile"))?,
-                    fallback: c(options)?,
-                }
-            }
+                ))
+                .map_err(|_| "overlay options hold a NUL".to_owned())?,
+            },
             RootMode::Copy => RootMount::Copy {
                 target: root_c.clone(),
             },
