@@ -1,5 +1,5 @@
-//! The command's own `execve`, made in the entered child after
-//! [`crate::spawn::enter`], in place of the standard library's `execvp`.
+//! The command's own `execve`, made by the command child
+//! [`crate::spawn::enter`] starts, in place of the standard library's `execvp`.
 //!
 //! `execvp` runs a file the kernel refuses with `ENOEXEC` through
 //! `/bin/sh` (a shell's fallback), and searches empty `PATH` elements as
@@ -27,6 +27,7 @@ use std::os::raw::c_char;
 const FIRST_LINE_MAX: usize = 256;
 
 /// One command's `execve`, prepared before the fork.
+#[derive(Debug)]
 pub(crate) struct ProgramPlan {
     /// The executable as given (argv\[0\]).
     name: CString,

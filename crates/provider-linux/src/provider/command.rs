@@ -100,6 +100,31 @@ impl Inner {
             )
         })?;
         let uid = self.workload_user.uid();
+        // The command's environment, as `Command::env_clear` and `env`
+        // would build it: later settings win, keys in byte order.
+        let mut env: BTreeMap<String, String> = BTreeMap::new();
+        for kv in &rec.image_env {
+            if let Some((k, v)) = kv.split_once('=') {
+                env.insert(k.to_owned(), v.to_owned());
+            }
+        }
+        env.insert(
+            "HOME".into(),
+            if uid == 0 { "/root" } else { "/home/checkfu" }.into(),
+        );
+        // The instance's UTS name, as `docker exec` gives a container's.
+        env.insert(
+            "HOSTNAME".into(),
+            super::instances::INSTANCE_HOSTNAME.into(),
+        );
+        env.extend(environment.iter().map(|(k, v)| (k.clone(), v.clone())));
+        // The program is exec'd by `enter` itself, with the command's own
+        // `execve` and `PATH` lookup (`crate::exec`: no `/bin/sh` fallback
+        // on ENOEXEC). `Command` keeps the same program, arguments and
+        // environment; a NUL byte is refused here, before anything forks.
+        let program = ProgramPlan::new(executable, arguments, &env).ok_or_else(|| {
+            SandboxError::invalid_request(operation, "command", "no NUL byte", executable)
+        })?;
         let plan = EnterPlan {
             namespaces,
             root,
@@ -113,39 +138,17 @@ impl Inner {
             ],
             uid,
             seccomp: self.seccomp.clone(),
+            exec: Some(program),
         };
-        let mut env: BTreeMap<String, String> = rec
-            .image_env
-            .iter()
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
-        env.insert(
-            "HOME".to_owned(),
-            if uid == 0 { "/root" } else { "/home/checkfu" }.to_owned(),
-        );
-        // The instance's UTS name, as `docker exec` gives a container's.
-        env.insert(
-            "HOSTNAME".to_owned(),
-            super::instances::INSTANCE_HOSTNAME.to_owned(),
-        );
-        env.extend(environment.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let program = ProgramPlan::new(executable, arguments, &env).ok_or_else(|| {
-            SandboxError::invalid_request(operation, "command", "no NUL byte", executable)
-        })?;
         let mut command = tokio::process::Command::new(executable);
         command.args(arguments).env_clear().envs(&env);
         command.kill_on_drop(true);
-        // SAFETY: `enter` and `exec_program` only make system calls on
-        // their plans, which the closure owns and which were fully built
-        // before the fork. `exec_program` replaces the standard library's
-        // `execvp` (no `/bin/sh` fallback on ENOEXEC; see `crate::exec`).
+        // SAFETY: `enter` only makes system calls on its plan, which the
+        // closure owns and which was fully built before the fork; the
+        // program is exec'd by `crate::exec::exec_program` inside it.
         #[allow(unsafe_code)]
         unsafe {
-            command.pre_exec(move || {
-                crate::spawn::enter(&plan)?;
-                crate::exec::exec_program(&program)
-            });
+            command.pre_exec(move || crate::spawn::enter(&plan));
         }
         Ok(Prepared { command })
     }

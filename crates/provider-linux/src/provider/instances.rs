@@ -142,6 +142,32 @@ pub(super) fn prepare_root(
     Ok(())
 }
 
+/// Kills `init` if it is still the process the record names and waits
+/// until it is gone, within [`STOP_BOUND`]; whether it is gone. Blocking.
+fn kill_init(init: InitRecord) -> bool {
+    let pid = init.pid;
+    let deadline = std::time::Instant::now() + STOP_BOUND;
+    loop {
+        spawn::reap(pid, false);
+        match start_ticks(pid) {
+            Some(t) if t == init.start_ticks => {
+                if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+                // Our own child (the usual case): wait for it at once;
+                // another's: poll below.
+                spawn::reap(pid, true);
+            }
+            // Gone, a zombie, or a reused pid: not ours any more.
+            _ => return true,
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 impl Inner {
     /// The provider-side admission of a request (the runtime checks first;
     /// this refuses what this provider cannot do even if called directly).
@@ -207,7 +233,8 @@ impl Inner {
         instance_dirs::prepare_mount_points(&self.layout, id, request)
     }
 
-    /// The init's plan for an instance whose root layer is prepared.
+    /// The init's plan for an instance whose root layer is prepared, but
+    /// for the cgroups it joins (opened once they exist).
     fn init_plan(&self, rec: &InstanceRecord) -> Result<InitPlan, String> {
         let id = &rec.instance_id;
         let root = self.layout.root_dir(id);
@@ -251,12 +278,6 @@ impl Inner {
         binds.sort_by_key(|(len, _)| *len);
         let proc_dir = root.join("proc");
         let dev_dir = root.join("dev");
-        let cgroups = match self.cgroup_version {
-            Some(v) => InstanceCgroups::new(v, &self.scope, id)
-                .open_procs()
-                .map_err(|e| format!("joining the cgroups: {e}"))?,
-            None => Vec::new(),
-        };
         Ok(InitPlan {
             root: root_mount,
             root_path: root_c,
@@ -291,64 +312,65 @@ impl Inner {
             .collect::<Result<_, String>>()?,
             dev_null: c"/dev/null".to_owned(),
             hostname: CString::new(INSTANCE_HOSTNAME).expect("no NUL"),
-            cgroups,
+            cgroups: Vec::new(),
         })
     }
 
     /// Creates the instance's cgroups and starts its init: the instance is
     /// runnable when this returns. On failure nothing of the init is left.
+    ///
+    /// The cgroups and the init are made in one blocking task: every hop
+    /// to the blocking pool waits for a thread to be scheduled, which a
+    /// loaded host delays by milliseconds.
     pub(super) async fn start_init(
         &self,
         operation: Operation,
         rec: &InstanceRecord,
     ) -> Result<InitRecord, SandboxError> {
-        if let Some(v) = self.cgroup_version {
-            let cg = InstanceCgroups::new(v, &self.scope, &rec.instance_id);
-            let resources = rec.request.profile.resources.clone();
-            blocking(operation, move || cg.create(&resources))
-                .await?
-                .map_err(|e| provider_error(operation, format!("creating the cgroups: {e}")))?;
-        }
-        let egress = match self.egress_prepare(operation, rec).await {
-            Ok(e) => e,
+        let egress = self.egress_prepare(operation, rec).await?;
+        let mut plan = self
+            .init_plan(rec)
+            .map_err(|m| provider_error(operation, m))?;
+        let cgroups = self
+            .cgroup_version
+            .map(|v| InstanceCgroups::new(v, &self.scope, &rec.instance_id));
+        let resources = rec.request.profile.resources.clone();
+        let started = blocking(operation, move || {
+            if let Some(cg) = &cgroups {
+                cg.create(&resources)
+                    .map_err(|e| format!("creating the cgroups: {e}"))?;
+                plan.cgroups = cg
+                    .open_procs()
+                    .map_err(|e| format!("joining the cgroups: {e}"))?;
+            }
+            let s = spawn::start_init(&plan).map_err(|e| format!("starting the instance: {e}"))?;
+            // Read while the init is surely alive: nothing else kills it
+            // before the record holds it.
+            start_ticks(s.pid)
+                .map(|start_ticks| InitRecord {
+                    pid: s.pid,
+                    start_ticks,
+                })
+                .ok_or_else(|| format!("the instance's init (pid {}) exited at once", s.pid))
+        })
+        .await?
+        .map_err(|m| provider_error(operation, m));
+        let init = match started {
+            Ok(init) => init,
             Err(e) => {
                 self.remove_cgroups(&rec.instance_id).await;
                 return Err(e);
             }
         };
-        let plan = self
-            .init_plan(rec)
-            .map_err(|m| provider_error(operation, m))?;
-        let started = blocking(operation, move || spawn::start_init(&plan))
-            .await?
-            .map_err(|e| provider_error(operation, format!("starting the instance: {e}")));
-        match started {
-            Ok(s) => match start_ticks(s.pid) {
-                Some(start_ticks) => {
-                    let init = InitRecord {
-                        pid: s.pid,
-                        start_ticks,
-                    };
-                    if let Some(egress) = egress {
-                        if let Err(e) = self.egress_attach(operation, rec, s.pid, egress).await {
-                            let mut started = rec.clone();
-                            started.init = Some(init);
-                            let _ = self.stop_init(operation, &started).await;
-                            return Err(e);
-                        }
-                    }
-                    Ok(init)
-                }
-                None => Err(provider_error(
-                    operation,
-                    format!("the instance's init (pid {}) exited at once", s.pid),
-                )),
-            },
-            Err(e) => {
-                self.remove_cgroups(&rec.instance_id).await;
-                Err(e)
+        if let Some(egress) = egress {
+            if let Err(e) = self.egress_attach(operation, rec, init.pid, egress).await {
+                let mut started = rec.clone();
+                started.init = Some(init);
+                let _ = self.stop_init(operation, &started).await;
+                return Err(e);
             }
         }
+        Ok(init)
     }
 
     async fn remove_cgroups(&self, id: &str) -> Option<String> {
@@ -363,7 +385,7 @@ impl Inner {
 
     /// Kills an instance's init (every process of the instance and its
     /// mount namespace go with it), waits until it is gone and removes the
-    /// cgroups. Idempotent.
+    /// cgroups, in one blocking task. Idempotent.
     pub(super) async fn stop_init(
         &self,
         operation: Operation,
@@ -373,52 +395,38 @@ impl Inner {
         // once, where the namespace's own teardown after the kill is
         // asynchronous.
         let detached = self.egress_detach(operation, rec).await;
-        // A frozen task (a workload paused for beginActiveWrite, or by an
-        // operator) does not act on SIGKILL until it is thawed.
-        if let Some(v) = self.cgroup_version {
-            let cg = InstanceCgroups::new(v, &self.scope, &rec.instance_id);
-            let _ = blocking(operation, move || cg.thaw()).await;
-        }
-        if let Some(init) = rec.init {
-            let pid = init.pid;
-            let bound = STOP_BOUND;
-            let gone = blocking(operation, move || {
-                let deadline = std::time::Instant::now() + bound;
-                loop {
-                    spawn::reap(pid, false);
-                    match start_ticks(pid) {
-                        Some(t) if t == init.start_ticks => {
-                            if let Some(p) = rustix::process::Pid::from_raw(pid) {
-                                let _ =
-                                    rustix::process::kill_process(p, rustix::process::Signal::KILL);
-                            }
-                            // Our own child (the usual case): wait for it
-                            // at once; another's: poll below.
-                            spawn::reap(pid, true);
-                        }
-                        // Gone, a zombie, or a reused pid: not ours any more.
-                        _ => return true,
-                    }
-                    if std::time::Instant::now() >= deadline {
-                        return false;
-                    }
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-            })
-            .await?;
-            if !gone {
-                return Err(provider_error(
-                    operation,
-                    format!(
-                        "the init of {} (pid {pid}) did not exit within {} s of SIGKILL",
-                        rec.instance_id,
-                        STOP_BOUND.as_secs()
-                    ),
-                ));
+        let cgroups = self
+            .cgroup_version
+            .map(|v| InstanceCgroups::new(v, &self.scope, &rec.instance_id));
+        let init = rec.init;
+        let remove_cgroups = detached.is_ok();
+        let (gone, cgroup_problem) = blocking(operation, move || {
+            // A frozen task (a workload paused for beginActiveWrite, or by
+            // an operator) does not act on SIGKILL until it is thawed.
+            if let Some(cg) = &cgroups {
+                let _ = cg.thaw();
             }
+            let gone = init.is_none_or(kill_init);
+            let problem = match (&cgroups, gone && remove_cgroups) {
+                (Some(cg), true) => cg.remove().err().map(|e| e.to_string()),
+                _ => None,
+            };
+            (gone, problem)
+        })
+        .await?;
+        if !gone {
+            let pid = init.map_or(0, |i| i.pid);
+            return Err(provider_error(
+                operation,
+                format!(
+                    "the init of {} (pid {pid}) did not exit within {} s of SIGKILL",
+                    rec.instance_id,
+                    STOP_BOUND.as_secs()
+                ),
+            ));
         }
         detached?;
-        if let Some(problem) = self.remove_cgroups(&rec.instance_id).await {
+        if let Some(problem) = cgroup_problem {
             return Err(provider_error(
                 operation,
                 format!("removing the cgroups: {problem}"),
