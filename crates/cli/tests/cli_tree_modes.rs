@@ -13,9 +13,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
+use common::providers::providers;
 use common::tree::{assert_script_ran, assert_tree_and_outputs, mount_arg, staged_tree, workload};
 use common::*;
 
@@ -41,79 +41,13 @@ fn scenario(run: &dyn Fn(&[&str]) -> Command) {
     assert_tree_and_outputs(&o, &expected, &out);
 }
 
+/// The staged tree and the output bits, on every provider whose gate is
+/// open (the memory oracle always, Docker when a daemon answers, linux
+/// with root and cgroups), each swept and checked empty afterwards.
 #[test]
-fn memory_stages_the_whole_tree_and_outputs_keep_their_bits() {
-    scenario(&|args| {
-        let mut c = checkfu();
-        c.args([
-            "sandbox",
-            "run",
-            "--provider",
-            "memory",
-            "--image",
-            "demo:1",
-        ])
-        .args(args);
-        c
-    });
-}
-
-#[test]
-fn docker_stages_the_whole_tree_and_outputs_keep_their_bits() {
-    let Some(env) = docker("docker_tree_modes") else {
-        return;
-    };
-    scenario(&|args| env.run(args));
-    env.finish();
-}
-
-#[test]
-fn linux_stages_the_whole_tree_and_outputs_keep_their_bits() {
-    let root = rustix::process::geteuid().is_root();
-    let cgroups = Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
-        || Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists();
-    if !(root && cgroups) {
-        checkfu_test_support::gate::skip_or_fail(
-            "linux_tree_modes",
-            &format!("the linux provider needs root and cgroups (root {root}, cgroups {cgroups})"),
-        );
-        return;
+fn every_provider_stages_the_whole_tree_and_outputs_keep_their_bits() {
+    for p in providers("tree_modes") {
+        scenario(&|args| p.run(args));
+        p.finish();
     }
-    let state = tempfile::tempdir().expect("state dir");
-    let scope = format!("t-linux-tree-modes-{}", std::process::id());
-    let linux = || {
-        let mut c = checkfu();
-        c.env("CHECKFU_STATE_DIR", state.path())
-            .env("CHECKFU_SCOPE", &scope);
-        c
-    };
-    let o = output(linux().args(["sandbox", "fixture", "--provider", "linux"]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let image = stdout(&o).lines().last().unwrap().to_owned();
-    scenario(&|args| {
-        let mut c = linux();
-        c.args(["sandbox", "run", "--provider", "linux", "--image", &image])
-            .args(args);
-        c
-    });
-    let cleanup = |dry: bool| {
-        let mut c = linux();
-        c.args([
-            "sandbox",
-            "cleanup",
-            "--provider",
-            "linux",
-            "--older-than",
-            "0s",
-        ]);
-        if dry {
-            c.arg("--dry-run");
-        }
-        output(c)
-    };
-    let o = cleanup(false);
-    assert_eq!(code(&o), 0, "cleanup: {}", describe(&o));
-    let o = cleanup(true);
-    assert_eq!(code(&o), 0, "dry-run: {}", describe(&o));
-    assert_eq!(stdout(&o), "", "left behind: {}", describe(&o));
 }
