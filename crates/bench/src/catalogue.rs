@@ -71,7 +71,7 @@ pub(crate) fn catalogue() -> Vec<String> {
         ]
         .map(String::from),
     );
-    names.extend(linux::ROWS.map(String::from));
+    names.extend(linux::rows());
     names
 }
 

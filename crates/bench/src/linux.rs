@@ -2,13 +2,15 @@
 //! against `docker run --rm`, `unshare`, `docker exec` and the Docker
 //! provider, all measured in the same run on the same busybox fixture.
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_linux::{LinuxConfig, LinuxProvider, WorkloadUser};
 
 use super::{docker_bench, docker_cli, f, fail, stat, time, true_cmd, Row};
+use crate::catalogue::PHASES;
 use crate::common::{sixteen, Subject};
 
 /// A row name of figure 11.
@@ -27,15 +29,22 @@ pub(crate) const LINUX_SIXTEEN: &str =
 pub(crate) const LINUX_DURABLE: &str =
     "11 linux durable round trip (release with snapshot, resume, read one file)";
 
+/// The row name of one phase of the cold start (`phase` from
+/// [`PHASES`]).
+pub(crate) fn phase_row(phase: &str) -> String {
+    format!("11 linux · phase {phase}")
+}
+
 /// Every row name figure 11 produces, in table order.
-pub(crate) const ROWS: [&str; 6] = [
-    LINUX_COLD,
-    LINUX_COLD_SAME,
-    LINUX_READY,
-    LINUX_WARM,
-    LINUX_SIXTEEN,
-    LINUX_DURABLE,
-];
+pub(crate) fn rows() -> Vec<String> {
+    let mut rows: Vec<String> = [LINUX_COLD, LINUX_COLD_SAME].map(String::from).to_vec();
+    rows.extend(PHASES.iter().map(|p| phase_row(p)));
+    rows.extend([LINUX_READY, LINUX_WARM, LINUX_SIXTEEN, LINUX_DURABLE].map(String::from));
+    rows
+}
+
+/// Each phase's durations of the lifecycles timed so far.
+type Phases = Mutex<BTreeMap<&'static str, Vec<Duration>>>;
 
 /// The Linux provider as a subject, over the fixture written into its own
 /// image store.
@@ -66,19 +75,36 @@ async fn linux_bench() -> Result<Subject, String> {
     Subject::new(Arc::new(provider), "linux", image, clock, state)
 }
 
-/// provision + activate + execute `true` + release (ZDR).
-async fn lifecycle(l: &Subject) -> Result<(), String> {
+/// provision + activate + execute `true` + release (ZDR), each phase's
+/// duration added to `phases` when given.
+async fn lifecycle(l: &Subject, phases: Option<&Phases>) -> Result<(), String> {
+    let mut t = Instant::now();
+    let mut lap = |phase: &'static str| {
+        let now = Instant::now();
+        if let Some(p) = phases {
+            p.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(phase)
+                .or_default()
+                .push(now - t);
+        }
+        t = now;
+    };
     let i = l
         .adapter
         .provision(l.request(RetentionMode::EphemeralZdr, vec![], 3600))
         .await
         .map_err(f)?;
+    lap(PHASES[0]);
     l.adapter.activate(&i.instance_id).await.map_err(f)?;
+    lap(PHASES[1]);
     l.adapter
         .execute(&i.instance_id, true_cmd())
         .await
         .map_err(f)?;
+    lap(PHASES[2]);
     l.adapter.release(&i.instance_id, None).await.map_err(f)?;
+    lap(PHASES[3]);
     Ok(())
 }
 /// Figure 9 (see the module documentation). Needs root and a Docker
@@ -90,7 +116,8 @@ pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), Str
     let image_id = format!("sha256:{}", d.image.digest().hex());
 
     eprintln!("figure 11: linux cold start");
-    let ours = time(reps(40), || lifecycle(&l)).await?;
+    let phases = Phases::default();
+    let ours = time(reps(40), || lifecycle(&l, Some(&phases))).await?;
     let docker = time(reps(12), || async {
         docker_cli(&["run", "--rm", "--network", "none", &image_id, "true"]).await
     })
@@ -119,6 +146,14 @@ pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), Str
         ours,
         baseline: Some(("`unshare --fork --pid --mount --net true`".into(), unshare)),
     });
+    let mut phases = phases.into_inner().unwrap_or_else(|p| p.into_inner());
+    for phase in PHASES {
+        rows.push(Row {
+            figure: phase_row(phase),
+            ours: stat(phases.remove(phase).unwrap_or_default()),
+            baseline: None,
+        });
+    }
 
     eprintln!("figure 11: linux ready-to-execute");
     let mut ready = Vec::new();
@@ -173,7 +208,7 @@ pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), Str
         let l = l.clone();
         sixteen(move || {
             let l = l.clone();
-            async move { lifecycle(&l).await }
+            async move { lifecycle(&l, None).await }
         })
     })
     .await?;

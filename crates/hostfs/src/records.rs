@@ -119,7 +119,8 @@ pub fn load_snapshot<R: StoredSnapshot>(
     }
 }
 
-/// Writes instance record `rec` back, atomically.
+/// Writes instance record `rec` back, atomically, surviving a crash of
+/// this process ([`store::Durability::ProcessCrash`]).
 ///
 /// # Errors
 ///
@@ -129,8 +130,12 @@ pub fn save_instance<R: StoredInstance>(
     operation: Operation,
     rec: &R,
 ) -> Result<(), SandboxError> {
-    store::write_record(&layout.instance_record(rec.instance_id()), rec)
-        .map_err(|e| provider_error(operation, format!("writing the instance record: {e}")))
+    store::write_record_with(
+        &layout.instance_record(rec.instance_id()),
+        rec,
+        store::Durability::ProcessCrash,
+    )
+    .map_err(|e| provider_error(operation, format!("writing the instance record: {e}")))
 }
 
 /// Whether destroying snapshot `id` may touch what its id names: the id

@@ -81,8 +81,13 @@ pub fn publish_snapshot<T: Serialize>(
     sid: &str,
     record: &T,
 ) -> Result<(), SandboxError> {
-    store::publish_dir(&layout.snapshot_dir(sid), store::SNAPSHOT_RECORD, record)
-        .map_err(|e| provider_error(operation, format!("creating the snapshot directory: {e}")))
+    store::publish_dir(
+        &layout.snapshot_dir(sid),
+        store::SNAPSHOT_RECORD,
+        record,
+        store::Durability::HostCrash,
+    )
+    .map_err(|e| provider_error(operation, format!("creating the snapshot directory: {e}")))
 }
 
 /// Creates instance `id`'s directory holding `record`, in one step.
@@ -96,8 +101,13 @@ pub fn publish_instance<T: Serialize>(
     id: &str,
     record: &T,
 ) -> Result<(), SandboxError> {
-    store::publish_dir(&layout.instance_dir(id), store::INSTANCE_RECORD, record)
-        .map_err(|e| provider_error(operation, format!("creating the instance directory: {e}")))
+    store::publish_dir(
+        &layout.instance_dir(id),
+        store::INSTANCE_RECORD,
+        record,
+        store::Durability::ProcessCrash,
+    )
+    .map_err(|e| provider_error(operation, format!("creating the instance directory: {e}")))
 }
 
 /// Removes snapshot `id`'s directory; a missing one is already removed.

@@ -163,18 +163,50 @@ pub fn read_record<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T
     }
 }
 
+/// What a record write must survive (decision 043).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Written to the disk before it is renamed into place (`fsync`): the
+    /// record survives a crash of the host. For what outlives the kernel:
+    /// snapshot records, journals.
+    HostCrash,
+    /// Renamed into place without waiting for the disk: the record
+    /// survives a crash of this process (the page cache keeps it), and a
+    /// crash of the host leaves it whole, absent or unreadable. For
+    /// instance records: a host crash ends every process, namespace and
+    /// cgroup they describe, and a sweep removes a directory whose record
+    /// is unreadable.
+    ProcessCrash,
+}
+
 /// Writes a JSON record atomically (temporary file, fsync, rename).
 ///
 /// # Errors
 ///
 /// The underlying i/o error.
 pub fn write_record<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    write_record_with(path, value, Durability::HostCrash)
+}
+
+/// Writes a JSON record atomically (temporary file, rename), waiting for
+/// the disk as `durability` says.
+///
+/// # Errors
+///
+/// The underlying i/o error.
+pub fn write_record_with<T: Serialize>(
+    path: &Path,
+    value: &T,
+    durability: Durability,
+) -> io::Result<()> {
     let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     let tmp = path.with_extension("json.tmp");
     {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(&bytes)?;
-        f.sync_all()?;
+        if durability == Durability::HostCrash {
+            f.sync_all()?;
+        }
     }
     std::fs::rename(&tmp, path)
 }
@@ -187,7 +219,12 @@ pub fn write_record<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
 /// # Errors
 ///
 /// The underlying i/o error (`dir` existing already included).
-pub fn publish_dir<T: Serialize>(dir: &Path, record_name: &str, record: &T) -> io::Result<()> {
+pub fn publish_dir<T: Serialize>(
+    dir: &Path,
+    record_name: &str,
+    record: &T,
+    durability: Durability,
+) -> io::Result<()> {
     let parent = dir
         .parent()
         .ok_or_else(|| io::Error::other("a record directory needs a parent"))?;
@@ -198,7 +235,7 @@ pub fn publish_dir<T: Serialize>(dir: &Path, record_name: &str, record: &T) -> i
     std::fs::create_dir(&tmp)?;
     let res = (|| {
         std::fs::create_dir(tmp.join("mounts"))?;
-        write_record(&tmp.join(record_name), record)?;
+        write_record_with(&tmp.join(record_name), record, durability)?;
         std::fs::rename(&tmp, dir)
     })();
     if res.is_err() {

@@ -5,8 +5,8 @@
 //! # Shape
 //!
 //! ```text
-//! provider ──fork──▶ C (host)  unshare(mnt pid net uts ipc) ──fork──▶ G: pid 1 of the instance
-//!                     └ writes G's host pid, exits                     mounts, pivot_root, waits
+//! provider ──clone(VM, mnt pid net uts ipc)──▶ G: pid 1 of the instance
+//!                                              joins the cgroups, mounts, pivot_root, waits
 //!
 //! provider ──fork──▶ C' (host) setns(instance) chroot ──clone(VM)──▶ G1 (instance pid ns)
 //!   (std Command)     └ mirrors G1's status,            unshare(pid) ──clone(VM)──▶ G': pid 1 of a
@@ -28,12 +28,19 @@
 //!
 //! # Rules for the code here
 //!
+//! G shares the provider's address space (`CLONE_VM`, decision 043): no
+//! copy of the provider's page tables per instance. Until it reports
+//! readiness the cloning thread waits for it (so the `errno` they share
+//! is G's alone); after that G makes only rustix calls, which never touch
+//! `errno`, on a stack of its own that is unmapped once G is collected.
+//!
 //! The provider is multi-threaded; a forked child only runs system calls
 //! on data prepared before the fork (C strings, descriptors), never
 //! allocates, and ends in `exec` or `_exit`. That is why this module uses
 //! `libc` directly and `unsafe`: each block states what it relies on.
 #![allow(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -215,23 +222,29 @@ pub(crate) fn start_init(plan: &InitPlan) -> Result<StartedInit, InitError> {
     let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| InitError::Io(io::Error::from(e)))?;
     let cgroup_fds: Vec<RawFd> = plan.cgroups.iter().map(AsRawFd::as_raw_fd).collect();
-    let wfd = write_end.as_raw_fd();
-    let flags = libc::CLONE_NEWNS
+    let stack = InitStack::new().map_err(InitError::Io)?;
+    let mut args = InitArgs {
+        plan,
+        cgroups: &cgroup_fds,
+        wfd: write_end.as_raw_fd(),
+    };
+    let flags = libc::CLONE_VM
+        | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWUTS
-        | libc::CLONE_NEWIPC;
-    // SAFETY: a fork-like clone (no new stack, no shared memory): the
-    // child only runs `init_child`, which makes system calls on the
-    // prepared plan and never returns.
+        | libc::CLONE_NEWIPC
+        | libc::SIGCHLD;
+    // SAFETY: the child runs `init_main` on its own stack in this address
+    // space. It reads `args` only before it reports readiness, and this
+    // thread keeps `args` (and the plan) alive until the report is read;
+    // after that it touches nothing but its stack (see `init_child`).
     let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (flags | libc::SIGCHLD) as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
+        libc::clone(
+            init_main,
+            stack.top(),
+            flags,
+            std::ptr::addr_of_mut!(args).cast(),
         )
     };
     if pid < 0 {
@@ -240,13 +253,16 @@ pub(crate) fn start_init(plan: &InitPlan) -> Result<StartedInit, InitError> {
             errno: errno(),
         }));
     }
-    if pid == 0 {
-        init_child(plan, &cgroup_fds, wfd);
-    }
-    let pid = pid as i32;
     drop(write_end);
     let mut report = [0u8; 5];
-    let got = read_full(read_end.as_raw_fd(), &mut report);
+    // Not `read_full`: the child shares this thread's `errno` until its
+    // report, and rustix never reads or writes `errno`.
+    let got = read_exact_raw(&read_end, &mut report);
+    // The stack stays mapped while the init lives: `reap` unmaps it.
+    INIT_STACKS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(pid, stack);
     if got == 5 && report[0] == 0 {
         return Ok(StartedInit { pid });
     }
@@ -263,6 +279,85 @@ pub(crate) fn start_init(plan: &InitPlan) -> Result<StartedInit, InitError> {
     }))
 }
 
+/// Reads until `buf` is full or end of file, through rustix (no `errno`).
+fn read_exact_raw(fd: &OwnedFd, buf: &mut [u8]) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        match rustix::io::read(fd, &mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break,
+        }
+    }
+    got
+}
+
+/// Bytes of the stack of an instance's init.
+const INIT_STACK: usize = 256 * 1024;
+
+/// The stack of one instance's init (a `CLONE_VM` child), unmapped when
+/// the init has been collected.
+struct InitStack {
+    base: *mut libc::c_void,
+}
+
+// SAFETY: the mapping is owned by this value alone; only its address moves
+// between threads.
+unsafe impl Send for InitStack {}
+
+impl InitStack {
+    fn new() -> io::Result<Self> {
+        // SAFETY: a fresh private anonymous mapping.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                INIT_STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(InitStack { base })
+    }
+
+    /// The top of the stack (it grows down).
+    fn top(&self) -> *mut libc::c_void {
+        // SAFETY: one past the end of the mapping.
+        unsafe { self.base.cast::<u8>().add(INIT_STACK).cast() }
+    }
+}
+
+impl Drop for InitStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping is ours and nobody runs on it any more.
+        unsafe {
+            libc::munmap(self.base, INIT_STACK);
+        }
+    }
+}
+
+/// The stacks of this process's live inits, by host pid.
+static INIT_STACKS: std::sync::Mutex<BTreeMap<i32, InitStack>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// What the init reads before it reports readiness.
+struct InitArgs<'a> {
+    plan: &'a InitPlan,
+    cgroups: &'a [RawFd],
+    wfd: RawFd,
+}
+
+extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is `start_init`'s `InitArgs`, alive until the report.
+    let args = unsafe { &*arg.cast::<InitArgs<'_>>() };
+    init_child(args.plan, args.cgroups, args.wfd)
+}
+
 /// Collects the exit of `pid` if it is this process's child (`block`:
 /// wait for it). Returns whether it was collected or is not ours.
 pub(crate) fn reap(pid: i32, block: bool) -> bool {
@@ -274,7 +369,15 @@ pub(crate) fn reap(pid: i32, block: bool) -> bool {
         if r < 0 && errno() == libc::EINTR {
             continue;
         }
-        return r == pid || (r < 0 && errno() == libc::ECHILD);
+        if r == pid {
+            // An init's stack is free once the init is collected.
+            INIT_STACKS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&pid);
+            return true;
+        }
+        return r < 0 && errno() == libc::ECHILD;
     }
 }
 
@@ -475,21 +578,28 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
         if !loopback_up() {
             g_fail(wfd, 14);
         }
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         // Every signal blocked: the init only waits for children.
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
         write_all(wfd, &[0, 0, 0, 0, 0]);
-        close_from(0, None);
-        let mut chld: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut chld);
-        libc::sigaddset(&mut chld, libc::SIGCHLD);
-        loop {
-            let mut status = 0;
-            while libc::waitpid(-1, &mut status, libc::WNOHANG) > 0 {}
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            libc::sigwaitinfo(&chld, &mut info);
+    }
+    // From here on the provider's thread runs again and shares this
+    // process's memory, `errno` included: only rustix (raw system calls,
+    // no `errno`) and this stack. `close_range` over every descriptor
+    // cannot fail, so it writes no `errno` either.
+    close_from(0, None);
+    loop {
+        // Orphans of the instance's namespaces are collected as they end;
+        // with none alive, look again a second later.
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => {
+                let _ = rustix::thread::nanosleep(&rustix::thread::Timespec {
+                    tv_sec: 1,
+                    tv_nsec: 0,
+                });
+            }
         }
     }
 }

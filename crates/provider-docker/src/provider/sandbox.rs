@@ -58,8 +58,12 @@ impl SandboxProvider for DockerProvider {
             rec.pool_container = Some(slot.container.clone());
             let slot_dir = inner.layout.instance_dir(&slot.id);
             let instance_dir = inner.layout.instance_dir(&id);
-            let claimed = store::write_record(&slot_dir.join(store::INSTANCE_RECORD), &rec)
-                .and_then(|()| std::fs::rename(&slot_dir, &instance_dir));
+            let claimed = store::write_record_with(
+                &slot_dir.join(store::INSTANCE_RECORD),
+                &rec,
+                store::Durability::ProcessCrash,
+            )
+            .and_then(|()| std::fs::rename(&slot_dir, &instance_dir));
             match claimed {
                 Ok(()) => {
                     inner.pool_claimed(&slot);

@@ -87,7 +87,7 @@ impl Inner {
             .into();
         let cgroups = match self.cgroup_version {
             Some(v) => InstanceCgroups::new(v, &self.scope, &rec.instance_id)
-                .open_procs()
+                .open_join_files()
                 .map_err(|e| io("opening the instance's cgroups", e))?,
             None => Vec::new(),
         };

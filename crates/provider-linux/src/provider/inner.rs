@@ -129,6 +129,17 @@ pub(crate) struct Inner {
         std::sync::OnceLock<checkfu_sandbox_hostfs::active_write::StepHook>,
 }
 
+impl Drop for Inner {
+    /// The scope's cgroup directories outlive each instance (see
+    /// [`crate::cgroup::remove_scope_dirs`]); they go with the provider
+    /// when empty.
+    fn drop(&mut self) {
+        if let Some(version) = self.cgroup_version {
+            crate::cgroup::remove_scope_dirs(version, &self.scope);
+        }
+    }
+}
+
 /// Whether this host can run the provider: root, cgroups, namespaces and
 /// the seccomp filter. `Ok` carries the cgroup version.
 ///

@@ -154,9 +154,12 @@ fn kill_init(init: InitRecord) -> bool {
                 if let Some(p) = rustix::process::Pid::from_raw(pid) {
                     let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
                 }
-                // Our own child (the usual case): wait for it at once;
-                // another's: poll below.
+                // Our own child (the usual case): wait for it at once and
+                // look again without sleeping; another's: poll below.
                 spawn::reap(pid, true);
+                if start_ticks(pid) != Some(init.start_ticks) {
+                    return true;
+                }
             }
             // Gone, a zombie, or a reused pid: not ours any more.
             _ => return true,
@@ -189,17 +192,17 @@ impl Inner {
         })
     }
 
-    /// The root image in the store: its manifest digest (hex) and its
-    /// configuration's environment.
+    /// The root image in the store (its manifest digest, manifest and
+    /// configuration's environment).
     pub(super) async fn resolve_root(
         &self,
         request: &SandboxProvisionRequest,
-    ) -> Result<(String, Vec<String>), SandboxError> {
+    ) -> Result<crate::image::StoredImage, SandboxError> {
         let reference = request.root_image.as_str().to_owned();
         let store = self.images.clone();
         let res = blocking(op::PROVISION, move || store.resolve(&reference)).await?;
         match res {
-            Ok(image) => Ok((image.manifest_hex, image.env)),
+            Ok(image) => Ok(image),
             Err(e @ ImageError::NotFound { .. }) | Err(e @ ImageError::InvalidReference { .. }) => {
                 Err(SandboxError::unavailable(
                     Requirement::BaseImage,
@@ -340,7 +343,7 @@ impl Inner {
                 cg.create(&resources)
                     .map_err(|e| format!("creating the cgroups: {e}"))?;
                 plan.cgroups = cg
-                    .open_procs()
+                    .open_join_files()
                     .map_err(|e| format!("joining the cgroups: {e}"))?;
             }
             let s = spawn::start_init(&plan).map_err(|e| format!("starting the instance: {e}"))?;

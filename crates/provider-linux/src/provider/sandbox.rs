@@ -33,7 +33,8 @@ impl SandboxProvider for LinuxProvider {
         const OP: Operation = op::PROVISION;
         let inner = &self.inner;
         inner.admit(OP, &request)?;
-        let (image, image_env) = inner.resolve_root(&request).await?;
+        let stored = inner.resolve_root(&request).await?;
+        let (image, image_env) = (stored.manifest_hex.clone(), stored.env.clone());
         let id = lifecycle::fresh_instance_id(&**inner);
         let rollback = Arc::new(InstanceRollback {
             inner: inner.clone(),
@@ -64,10 +65,7 @@ impl SandboxProvider for LinuxProvider {
                 let (layout, images, rec) =
                     (inner.layout.clone(), inner.images.clone(), rec.clone());
                 blocking(OP, move || {
-                    let image = images
-                        .resolve(rec.request.root_image.as_str())
-                        .map_err(|e| e.to_string())?;
-                    images.unpacked(&image).map_err(|e| e.to_string())?;
+                    images.unpacked(&stored).map_err(|e| e.to_string())?;
                     prepare_root(&layout, &images, &rec, true)
                 })
                 .await

@@ -106,6 +106,13 @@ impl Inner {
         })
         .await;
         let first_failure = outcomes.into_iter().find_map(|(_, outcome)| outcome.err());
+        if let Some(version) = inner.cgroup_version {
+            let scope = inner.scope.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                crate::cgroup::remove_scope_dirs(version, &scope);
+            })
+            .await;
+        }
         if let Some(e) = first_failure {
             return Err(e);
         }
