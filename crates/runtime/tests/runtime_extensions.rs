@@ -9,7 +9,6 @@
 
 mod support;
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -356,7 +355,7 @@ async fn a_probe_dropped_mid_provision_strands_nothing() {
         tokio::task::yield_now().await;
     }
     assert_eq!(h.provider.count(op::PROVISION), 1);
-    assert_eq!(h.provider.rollbacks.load(Ordering::SeqCst), 1);
-    assert_eq!(h.provider.rollbacks_done.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.rollbacks(), 1);
+    assert_eq!(h.provider.rollbacks_done(), 1);
     assert!(h.adapter.instances().is_empty());
 }
