@@ -377,9 +377,10 @@ impl<P> Hooked<P> {
             .count()
     }
 
-    /// Forgets the call log (not the request log).
+    /// Forgets the call log and the request log.
     pub fn clear_calls(&self) {
         lock(&self.shared.calls).clear();
+        lock(&self.shared.requests).clear();
     }
 
     /// Every request of type `T` that reached `operation`, in order, as
