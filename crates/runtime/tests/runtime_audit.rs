@@ -10,7 +10,6 @@
 
 mod support;
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::provider::op;
@@ -170,7 +169,7 @@ async fn process_evidence_started_at_or_after_the_instance_expiry_is_refused() {
         ),
         &show(&expires_at),
     );
-    assert_eq!(h.provider.process_destroys.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.process_destroys(), 1);
 }
 
 #[tokio::test]
@@ -187,7 +186,7 @@ async fn a_cancelled_open_process_destroys_the_process_nobody_claimed() {
     assert!(cancelled.await.unwrap_err().is_cancelled());
     gate.proceed.notify_one();
     assert!(h.adapter.settle(Duration::from_secs(30)).await);
-    assert_eq!(h.provider.process_destroys.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.process_destroys(), 1);
     assert_eq!(h.provider.calls(), vec!["open_process", "process_destroy"]);
 }
 
@@ -203,7 +202,8 @@ async fn the_checkpoint_release_helper_sends_only_sigterm_when_the_process_settl
     h.provider.clear_calls();
     assert_eq!(
         terminate(&p.handle).await.unwrap(),
-        ProcessExit::ExitCode(0)
+        ProcessExit::Signal(SignalName::Sigterm),
+        "the process's own exit: ended by the SIGTERM"
     );
     assert_eq!(h.provider.calls(), vec!["process_signal SIGTERM"]);
 }

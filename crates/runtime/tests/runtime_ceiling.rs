@@ -47,7 +47,7 @@ fn advisory_ceiling() -> Ceiling {
 fn enforced_egress_under_an_advisory_ceiling_is_not_selected_for_enforced() {
     let clock = ManualClock::new(t0());
     let mut rt = SandboxRuntime::new(Arc::new(clock.clone()));
-    let provider = Scripted::with(PROVIDER, clock, full_envelope());
+    let provider = double(PROVIDER, clock, full_envelope());
     let cuts = rt
         .register_enrolled(provider, &full_envelope(), &advisory_ceiling())
         .unwrap();
@@ -69,7 +69,7 @@ fn enforced_egress_under_an_advisory_ceiling_is_not_selected_for_enforced() {
     // refusal is the ceiling's doing.
     let clock = ManualClock::new(t0());
     let mut plain = SandboxRuntime::new(Arc::new(clock.clone()));
-    plain.register(Scripted::with(PROVIDER, clock, full_envelope()));
+    plain.register(double(PROVIDER, clock, full_envelope()));
     assert!(plain.select(&enforced_allowlist()).is_ok());
 }
 
@@ -78,7 +78,7 @@ fn an_advisory_filter_profile_still_selects_under_the_advisory_ceiling() {
     let clock = ManualClock::new(t0());
     let mut rt = SandboxRuntime::new(Arc::new(clock.clone()));
     rt.register_enrolled(
-        Scripted::with(PROVIDER, clock, full_envelope()),
+        double(PROVIDER, clock, full_envelope()),
         &full_envelope(),
         &advisory_ceiling(),
     )
@@ -96,7 +96,7 @@ fn an_advisory_filter_profile_still_selects_under_the_advisory_ceiling() {
 fn a_drifted_live_envelope_is_refused_naming_the_field() {
     let clock = ManualClock::new(t0());
     let mut rt = SandboxRuntime::new(Arc::new(clock.clone()));
-    let provider = Scripted::with(PROVIDER, clock, full_envelope());
+    let provider = double(PROVIDER, clock, full_envelope());
     provider.set_envelope(|e| e.enforcement.network = EnforcementLevel::NotEnforced);
     let err = rt
         .register_enrolled(provider, &full_envelope(), &Ceiling::default())

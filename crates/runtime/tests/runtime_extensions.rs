@@ -9,101 +9,13 @@
 
 mod support;
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_memory::MemoryProvider;
 use checkfu_sandbox_runtime::{Adapter, SandboxRuntime};
 use support::*;
-
-/// The memory oracle with a scripted answer for either extension.
-struct Answering {
-    memory: MemoryProvider,
-    image: Option<String>,
-    inventory: Option<CleanupInventory>,
-}
-
-#[async_trait]
-impl SandboxProvider for Answering {
-    fn provider_id(&self) -> &str {
-        self.memory.provider_id()
-    }
-    fn capabilities(&self) -> SandboxProviderCapabilities {
-        self.memory.capabilities()
-    }
-    async fn provision(
-        &self,
-        r: SandboxProvisionRequest,
-    ) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        self.memory.provision(r).await
-    }
-    async fn write_file(&self, r: WriteFileRequest) -> Result<(), SandboxError> {
-        self.memory.write_file(r).await
-    }
-    async fn activate(&self, r: ActivateRequest) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        self.memory.activate(r).await
-    }
-    async fn execute(&self, r: ExecuteRequest) -> Result<SandboxCommandResult, SandboxError> {
-        self.memory.execute(r).await
-    }
-    async fn read_file(&self, r: ReadFileRequest) -> Result<SandboxFileContent, SandboxError> {
-        self.memory.read_file(r).await
-    }
-    async fn snapshot(&self, r: SnapshotRequest) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
-        self.memory.snapshot(r).await
-    }
-    async fn clone_snapshot(
-        &self,
-        r: CloneSnapshotRequest,
-    ) -> Result<Handoff<SandboxSnapshot>, SandboxError> {
-        self.memory.clone_snapshot(r).await
-    }
-    async fn release(
-        &self,
-        r: ReleaseRequest,
-    ) -> Result<Handoff<ReleaseDisposition>, SandboxError> {
-        self.memory.release(r).await
-    }
-    async fn resume(&self, r: ResumeRequest) -> Result<Handoff<SandboxInstance>, SandboxError> {
-        self.memory.resume(r).await
-    }
-    async fn destroy(&self, r: DestroyRequest) -> Result<(), SandboxError> {
-        self.memory.destroy(r).await
-    }
-    async fn destroy_snapshot(&self, r: DestroySnapshotRequest) -> Result<(), SandboxError> {
-        self.memory.destroy_snapshot(r).await
-    }
-    async fn cleanup(&self, r: CleanupRequest) -> Result<CleanupResult, SandboxError> {
-        self.memory.cleanup(r).await
-    }
-    fn resolve_image(&self) -> Option<&dyn ResolveImageMember> {
-        self.image
-            .is_some()
-            .then_some(self as &dyn ResolveImageMember)
-    }
-    fn cleanup_inventory(&self) -> Option<&dyn CleanupInventoryMember> {
-        self.inventory
-            .is_some()
-            .then_some(self as &dyn CleanupInventoryMember)
-    }
-}
-
-#[async_trait]
-impl ResolveImageMember for Answering {
-    async fn resolve_image(&self, _reference: &str) -> Result<String, SandboxError> {
-        Ok(self.image.clone().unwrap_or_default())
-    }
-}
-
-#[async_trait]
-impl CleanupInventoryMember for Answering {
-    async fn cleanup_inventory(&self) -> Result<CleanupInventory, SandboxError> {
-        Ok(self.inventory.clone().unwrap_or_default())
-    }
-}
 
 fn adapter_over(provider: Arc<dyn SandboxProvider>, clock: &ManualClock) -> Adapter {
     let mut runtime = SandboxRuntime::new(Arc::new(clock.clone()));
@@ -118,13 +30,24 @@ fn memory() -> (MemoryProvider, ManualClock, Adapter) {
     (memory, clock, adapter)
 }
 
+/// The memory oracle whose resolveImage answers `image` and whose
+/// cleanupInventory answers `inventory`, each member hidden when `None`.
 fn answering(image: Option<&str>, inventory: Option<CleanupInventory>) -> Adapter {
     let clock = ManualClock::new(t0());
-    let provider = Answering {
-        memory: MemoryProvider::new(clock.clone()),
-        image: image.map(str::to_owned),
-        inventory,
-    };
+    let provider = Hooked::new(MemoryProvider::new(clock.clone()));
+    match image {
+        Some(pin) => {
+            let pin = pin.to_owned();
+            provider.on(op::RESOLVE_IMAGE, move |s: &mut String| *s = pin.clone());
+        }
+        None => provider.hide(op::RESOLVE_IMAGE),
+    }
+    match inventory {
+        Some(inventory) => provider.on(op::CLEANUP_INVENTORY, move |i: &mut CleanupInventory| {
+            *i = inventory.clone()
+        }),
+        None => provider.hide(op::CLEANUP_INVENTORY),
+    }
     adapter_over(Arc::new(provider), &clock)
 }
 
@@ -156,7 +79,10 @@ async fn a_malformed_or_foreign_pin_is_a_protocol_failure() {
         ("demo@sha256:abc".to_owned(), "demo:1"),
         (format!("demo@sha256:{}", HEX.to_uppercase()), "demo:1"),
         (format!("other@sha256:{HEX}"), "demo:1"),
-        (format!("demo@sha256:{HEX}"), "demo@sha256:ffff"),
+        (
+            format!("demo@sha256:{HEX}"),
+            &format!("demo@sha256:{}", "f".repeat(64)),
+        ),
     ] {
         let adapter = answering(Some(&answer), None);
         let f = adapter.resolve_image(input).await.unwrap_err();
@@ -356,7 +282,7 @@ async fn a_probe_dropped_mid_provision_strands_nothing() {
         tokio::task::yield_now().await;
     }
     assert_eq!(h.provider.count(op::PROVISION), 1);
-    assert_eq!(h.provider.rollbacks.load(Ordering::SeqCst), 1);
-    assert_eq!(h.provider.rollbacks_done.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.rollbacks(), 1);
+    assert_eq!(h.provider.rollbacks_done(), 1);
     assert!(h.adapter.instances().is_empty());
 }

@@ -11,7 +11,6 @@ mod support;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::provider::op;
@@ -103,10 +102,7 @@ fn rollback(operation: Operation) -> Operation {
 }
 
 fn rollbacks(h: &Harness) -> (usize, usize) {
-    (
-        h.provider.rollbacks.load(Ordering::SeqCst),
-        h.provider.rollbacks_done.load(Ordering::SeqCst),
-    )
+    (h.provider.rollbacks(), h.provider.rollbacks_done())
 }
 
 /// Lets spawned tasks run for a while.

@@ -128,18 +128,8 @@ async fn check(
     );
     let rollback = format!("{}_rollback", via.op());
     assert_eq!(h.provider.count(&rollback), 1, "{:?}", h.provider.calls());
-    assert_eq!(
-        h.provider
-            .rollbacks
-            .load(std::sync::atomic::Ordering::SeqCst),
-        1
-    );
-    assert_eq!(
-        h.provider
-            .rollbacks_done
-            .load(std::sync::atomic::Ordering::SeqCst),
-        1
-    );
+    assert_eq!(h.provider.rollbacks(), 1);
+    assert_eq!(h.provider.rollbacks_done(), 1);
     if !matches!(via, Via::Activate) {
         // The new instance is neither held by the runtime nor left at the
         // provider.
@@ -459,10 +449,5 @@ async fn an_honest_echo_is_accepted_without_rollback() {
         .unwrap();
     let r = h.adapter.resume(req, s).await.unwrap();
     assert_eq!(r.state, InstanceState::Active);
-    assert_eq!(
-        h.provider
-            .rollbacks
-            .load(std::sync::atomic::Ordering::SeqCst),
-        0
-    );
+    assert_eq!(h.provider.rollbacks(), 0);
 }

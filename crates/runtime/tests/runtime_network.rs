@@ -2,7 +2,7 @@
 //! openProcess (spec "Errors": network_policy condition 3; DESIGN D11).
 //!
 //! The runtime validates the envelope at registration; to observe the
-//! re-check, the scripted provider changes the envelope it advertises
+//! re-check, the double changes the envelope it advertises
 //! after registration (a provider breaking "unchanging for this
 //! revision"). The re-check refuses before the provider is called.
 

@@ -8,7 +8,6 @@
 
 mod support;
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::provider::op;
@@ -44,7 +43,7 @@ async fn one_field(
     let h = Harness::new();
     let (i, f) = open_broken(&h, mutate).await;
     assert_identity(only(&f), field, &expected(&i), actual);
-    assert_eq!(h.provider.process_destroys.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.process_destroys(), 1);
 }
 
 #[tokio::test]
@@ -114,7 +113,7 @@ async fn evidence_placement_disagreeing_with_instance_and_envelope() {
         "the envelope's \"runner\"",
         "\"hosted\"",
     );
-    assert_eq!(h.provider.process_destroys.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.process_destroys(), 1);
 }
 
 #[tokio::test]
@@ -129,7 +128,7 @@ async fn evidence_tier_disagreeing_with_instance_and_envelope() {
         "one of the envelope's [\"container\"]",
         "\"microvm\"",
     );
-    assert_eq!(h.provider.process_destroys.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.process_destroys(), 1);
 }
 
 #[tokio::test]
@@ -168,7 +167,7 @@ async fn destroy_failure_after_a_mismatch_keeps_both_causes() {
         "\"session-other\"",
     );
     assert_eq!(f.later()[0], boom);
-    assert_eq!(h.provider.process_destroys.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.process_destroys(), 1);
 }
 
 #[tokio::test]
@@ -210,7 +209,7 @@ async fn destroy_hanging_past_30_s_keeps_both_causes() {
         Operation::Process(ProcessStep::Destroy),
         FailureReason::TimedOut,
     );
-    assert_eq!(h.provider.process_destroys.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.process_destroys(), 1);
 }
 
 #[tokio::test]
@@ -227,19 +226,15 @@ async fn accepted_process_streams_and_wait_settles_once() {
     p.input.close().await.unwrap();
     let mut out = Vec::new();
     p.output.read_to_end(&mut out).await.unwrap();
-    assert_eq!(out, b"hello\n");
+    assert_eq!(out, b"prompt", "cat echoes its input through the streams");
     let other = p.handle.clone();
     assert_eq!(p.handle.wait().await.unwrap(), ProcessExit::ExitCode(0));
     assert_eq!(other.wait().await.unwrap(), ProcessExit::ExitCode(0));
     assert_eq!(p.handle.wait().await.unwrap(), ProcessExit::ExitCode(0));
-    assert_eq!(
-        h.provider.process_waits.load(Ordering::SeqCst),
-        1,
-        "settles once"
-    );
+    assert_eq!(h.provider.process_waits(), 1, "settles once");
     p.handle.destroy().await.unwrap();
     p.handle.destroy().await.unwrap();
-    assert_eq!(h.provider.process_destroys.load(Ordering::SeqCst), 2);
+    assert_eq!(h.provider.process_destroys(), 2);
 }
 
 #[tokio::test]

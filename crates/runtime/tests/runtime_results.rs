@@ -428,17 +428,24 @@ async fn list_project_dir_over_max_entries_is_a_protocol_error() {
 #[tokio::test]
 async fn list_project_dir_names_special_files() {
     let (h, id) = listing_harness().await;
-    h.provider.on_list_project_dir(|r| {
-        r.entries.push(ProjectEntry {
-            path: "/mnt/session/outputs/link".into(),
-            kind: ProjectEntryKind::Symlink {
-                target: "../../etc".into(),
-            },
-        })
-    });
+    // A real symlink in the oracle's tree, not a hooked entry.
+    h.provider
+        .inner()
+        .plant(
+            &id,
+            "/mnt/session/outputs/link",
+            checkfu_sandbox_memory::FsNode::Symlink("../../etc".into()),
+        )
+        .unwrap();
     let r = h.adapter.list_project_dir(&id, OUT, 10).await.unwrap();
     assert!(r.complete);
     assert_eq!(r.entries.len(), 4);
+    assert!(r.entries.contains(&ProjectEntry {
+        path: "/mnt/session/outputs/link".into(),
+        kind: ProjectEntryKind::Symlink {
+            target: "../../etc".into(),
+        },
+    }));
 }
 
 // ---- cleanup ----

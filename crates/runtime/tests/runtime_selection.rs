@@ -30,7 +30,7 @@ fn runtime_with(envelopes: Vec<(&str, SandboxProviderCapabilities)>) -> SandboxR
     let clock = ManualClock::new(t0());
     let mut rt = SandboxRuntime::new(Arc::new(clock.clone()));
     for (id, env) in envelopes {
-        rt.register(Scripted::with(id, clock.clone(), env));
+        rt.register(double(id, clock.clone(), env));
     }
     rt
 }

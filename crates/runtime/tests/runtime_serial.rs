@@ -216,12 +216,7 @@ async fn a_cancelled_activate_keeps_the_instance_until_its_rollback_settles() {
         h.provider.calls(),
         vec!["activate", "activate_rollback", "activate_rollback_done"]
     );
-    assert_eq!(
-        h.provider
-            .rollbacks_done
-            .load(std::sync::atomic::Ordering::SeqCst),
-        1
-    );
+    assert_eq!(h.provider.rollbacks_done(), 1);
     // The gate is spent; the next activate reaches the provider.
     h.provider.gate(op::ACTIVATE).proceed.notify_one();
     h.adapter.activate(&i.instance_id).await.unwrap();

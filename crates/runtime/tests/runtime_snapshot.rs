@@ -7,8 +7,6 @@
 
 mod support;
 
-use std::sync::atomic::Ordering;
-
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 use support::*;
@@ -48,7 +46,7 @@ async fn snapshot_field(
         &render(&broken),
     );
     assert_eq!(h.provider.count("snapshot_rollback"), 1);
-    assert_eq!(h.provider.rollbacks_done.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.rollbacks_done(), 1);
     assert!(h.provider.snapshot_ids().is_empty(), "rolled back");
 }
 
@@ -193,7 +191,7 @@ async fn clone_broken(
         .await
         .unwrap_err();
     assert_eq!(h.provider.count("clone_snapshot_rollback"), 1);
-    assert_eq!(h.provider.rollbacks_done.load(Ordering::SeqCst), 1);
+    assert_eq!(h.provider.rollbacks_done(), 1);
     // Only the source is left: the rollback removed the clone it made.
     assert_eq!(h.provider.snapshot_ids(), vec![source.snapshot_id.clone()]);
     (h, source, f)
@@ -346,7 +344,7 @@ async fn honest_clone_is_accepted() {
     assert_eq!(c.session_id, "session-2");
     assert_eq!(c.expires_at, source.expires_at);
     assert!(c.created_at >= source.created_at);
-    assert_eq!(h.provider.rollbacks.load(Ordering::SeqCst), 0);
+    assert_eq!(h.provider.rollbacks(), 0);
 }
 
 #[tokio::test]
