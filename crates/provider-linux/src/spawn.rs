@@ -38,6 +38,8 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
+use checkfu_sandbox_hostexec::sys::{close_from, errno, read_full, write_all};
+
 /// What a forked child reports through the readiness pipe when a step of
 /// the instance set-up fails: the step and `errno`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,64 +125,6 @@ pub(crate) struct InitPlan {
     pub(crate) hostname: CString,
     /// `cgroup.procs` (or `tasks`) files to join, open for writing.
     pub(crate) cgroups: Vec<OwnedFd>,
-}
-
-fn errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
-/// Writes all of `buf` to `fd`; async-signal-safe.
-fn write_all(fd: RawFd, mut buf: &[u8]) {
-    while !buf.is_empty() {
-        // SAFETY: `buf` is a valid slice for its length.
-        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
-        if n <= 0 {
-            if n < 0 && errno() == libc::EINTR {
-                continue;
-            }
-            return;
-        }
-        buf = &buf[n as usize..];
-    }
-}
-
-/// Reads exactly `buf.len()` bytes unless end of file comes first;
-/// returns how many were read.
-fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
-    let mut got = 0;
-    while got < buf.len() {
-        // SAFETY: the pointer and length stay within `buf`.
-        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
-        if n < 0 && errno() == libc::EINTR {
-            continue;
-        }
-        if n <= 0 {
-            break;
-        }
-        got += n as usize;
-    }
-    got
-}
-
-/// Closes every descriptor from `from` on, except `keep`.
-fn close_from(from: u32, keep: Option<RawFd>) {
-    match keep {
-        Some(k) if k as u32 >= from => {
-            // SAFETY: close_range only closes descriptors.
-            unsafe {
-                if k as u32 > from {
-                    libc::syscall(libc::SYS_close_range, from, k as u32 - 1, 0);
-                }
-                libc::syscall(libc::SYS_close_range, k as u32 + 1, u32::MAX, 0);
-            }
-        }
-        _ => {
-            // SAFETY: as above.
-            unsafe {
-                libc::syscall(libc::SYS_close_range, from, u32::MAX, 0);
-            }
-        }
-    }
 }
 
 fn join_cgroups(cgroups: &[RawFd]) -> Result<(), i32> {
@@ -493,7 +437,3 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
         }
     }
 }
-
-mod enter;
-
-pub(crate) use enter::{enter, enter_step_name, EnterPlan, ENTER_FAILURE_BASE};

@@ -51,6 +51,7 @@ impl ProviderEnv {
                 scope: scope.clone(),
                 clock: Arc::new(SystemClock),
                 pool_size,
+                exec_path: None,
             },
             egress,
             EgressSupport::probe_cached(),

@@ -1,0 +1,241 @@
+//! Building a command that enters a running workload ([`crate::enter`]),
+//! and mapping what `spawn` reports onto launch failures.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+
+use checkfu_sandbox_contract::{Operation, SandboxError};
+use checkfu_sandbox_hostfs::errors::provider_error;
+
+use crate::enter::{EnterPlan, ENTER_FAILURE_BASE};
+use crate::program::ProgramPlan;
+use crate::seccomp::SeccompFilter;
+
+/// The user a command runs as: uid, gid and supplementary groups (set
+/// with `setgroups`, `setresgid`, `setresuid`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// Real, effective, saved and file-system uid.
+    pub uid: u32,
+    /// Real, effective, saved and file-system gid.
+    pub gid: u32,
+    /// Supplementary groups (empty: none).
+    pub groups: Vec<u32>,
+}
+
+/// Where a command enters and what confines it, opened for one command.
+/// Every descriptor is `O_CLOEXEC`.
+#[derive(Debug)]
+pub struct Target {
+    /// Namespace files of the workload's pid 1 (`/proc/<pid>/ns/<name>`),
+    /// entered in this order; put `mnt` last.
+    pub namespaces: Vec<OwnedFd>,
+    /// `/proc/<pid 1>/root`, where the command is `chroot`ed.
+    pub root: OwnedFd,
+    /// `cgroup.procs` (or v1 `tasks`) files, open for writing, joined
+    /// before any namespace is entered.
+    pub cgroups: Vec<OwnedFd>,
+    /// The user the command runs as.
+    pub credentials: Credentials,
+    /// Seccomp filters, oldest first, installed after `no_new_privs`.
+    pub filters: Vec<SeccompFilter>,
+}
+
+/// Opens `/proc/<pid>/ns/<ns>` (the kernel's namespace file of `pid`).
+///
+/// # Errors
+///
+/// The open's error (`ENOENT` when `pid` is gone).
+pub fn open_namespace(pid: i32, ns: &str) -> std::io::Result<OwnedFd> {
+    // The kernel's namespace file, not a workload-controlled path.
+    #[allow(clippy::disallowed_methods)]
+    let f = std::fs::File::open(format!("/proc/{pid}/ns/{ns}"))?;
+    Ok(f.into())
+}
+
+/// Opens `/proc/<pid>/root`: the root directory of `pid` as the kernel
+/// resolves it for that process.
+///
+/// # Errors
+///
+/// The open's error.
+pub fn open_root(pid: i32) -> std::io::Result<OwnedFd> {
+    // The kernel's link to the process's root, not a workload path.
+    #[allow(clippy::disallowed_methods)]
+    let f = std::fs::File::open(format!("/proc/{pid}/root"))?;
+    Ok(f.into())
+}
+
+/// The start time of `pid` in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`), or `None` when it is gone or a zombie: with the
+/// pid, what names one process for its whole life.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    // The kernel's view of a process, not a workload-controlled path.
+    #[allow(clippy::disallowed_methods)]
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow
+    // the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+fn chdir_message(dir: &str, what: &str) -> Vec<u8> {
+    format!("chdir to {dir:?}: {what}\n").into_bytes()
+}
+
+/// A `Command` for `executable` with `arguments` and exactly
+/// `environment`, run in `working_directory` inside `target`: the command
+/// joins its cgroups, enters its namespaces and root, runs in a PID
+/// namespace of its own nested in the workload's, as its credentials with
+/// no capability, `no_new_privs` and its seccomp filters, and is exec'd
+/// with its own `execve` and `PATH` lookup ([`crate::program`]). stdio is
+/// left to the caller; the command is killed when dropped.
+///
+/// # Errors
+///
+/// `invalid_request` when the working directory, the executable, an
+/// argument or the environment holds a NUL byte (before anything forks).
+pub fn prepare(
+    operation: Operation,
+    target: Target,
+    executable: &str,
+    arguments: &[String],
+    environment: &BTreeMap<String, String>,
+    working_directory: &str,
+) -> Result<tokio::process::Command, SandboxError> {
+    let working = CString::new(working_directory).map_err(|_| {
+        SandboxError::invalid_request(
+            operation,
+            "working_directory",
+            "no NUL byte",
+            working_directory,
+        )
+    })?;
+    let program = ProgramPlan::new(executable, arguments, environment).ok_or_else(|| {
+        SandboxError::invalid_request(operation, "command", "no NUL byte", executable)
+    })?;
+    let Target {
+        namespaces,
+        root,
+        cgroups,
+        credentials,
+        filters,
+    } = target;
+    let plan = EnterPlan {
+        namespaces,
+        root,
+        cgroups,
+        working_directory: working,
+        chdir_messages: [
+            chdir_message(working_directory, "no such file or directory"),
+            chdir_message(working_directory, "not a directory"),
+            chdir_message(working_directory, "permission denied"),
+            chdir_message(working_directory, "cannot change into it"),
+        ],
+        credentials,
+        filters,
+        exec: Some(program),
+    };
+    // `Command` keeps the same program, arguments and environment (for
+    // its own bookkeeping); the program is exec'd by the plan.
+    let mut command = tokio::process::Command::new(executable);
+    command
+        .args(arguments)
+        .env_clear()
+        .envs(environment)
+        .kill_on_drop(true);
+    // SAFETY: `enter` only makes system calls on its plan, which the
+    // closure owns and which was fully built before the fork; the
+    // program is exec'd by `crate::program::exec_program` inside it.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || crate::enter::enter(&plan));
+    }
+    Ok(command)
+}
+
+/// How a spawn failed.
+#[derive(Debug)]
+pub enum SpawnFailure {
+    /// The program could not be executed: a launch failure the command's
+    /// result reports (exit code 126 or 127, the reason on stderr).
+    Launch {
+        /// 126 or 127.
+        code: u8,
+        /// The message for stderr.
+        message: String,
+    },
+    /// The provider could not enter the workload.
+    Provider(SandboxError),
+}
+
+/// Maps a failed `spawn` onto a launch failure (the program could not be
+/// executed) or a provider failure (the workload could not be entered).
+pub fn spawn_failure(operation: Operation, executable: &str, e: &std::io::Error) -> SpawnFailure {
+    let Some(raw) = e.raw_os_error() else {
+        return SpawnFailure::Provider(provider_error(operation, format!("spawn: {e}")));
+    };
+    if raw >= ENTER_FAILURE_BASE {
+        let step = (raw - ENTER_FAILURE_BASE) / 1000;
+        let errno = (raw - ENTER_FAILURE_BASE) % 1000;
+        return SpawnFailure::Provider(provider_error(
+            operation,
+            format!(
+                "entering the instance failed at {}: {}",
+                crate::enter::enter_step_name(step),
+                std::io::Error::from_raw_os_error(errno)
+            ),
+        ));
+    }
+    let (code, what) = match raw {
+        libc::ENOENT => (127, "no such file or directory"),
+        libc::EACCES => (126, "permission denied"),
+        libc::EISDIR => (126, "is a directory"),
+        libc::ENOTDIR => (126, "not a directory"),
+        libc::E2BIG => (126, "argument list too long"),
+        libc::ENOEXEC => (126, "exec format error"),
+        libc::ELOOP => (126, "too many levels of symbolic links"),
+        libc::ETXTBSY => (126, "text file busy"),
+        _ => {
+            return SpawnFailure::Provider(provider_error(
+                operation,
+                format!("exec {executable:?}: {e}"),
+            ))
+        }
+    };
+    SpawnFailure::Launch {
+        code,
+        message: format!("exec {executable:?}: {what}\n"),
+    }
+}
+
+/// Spawns `command` with piped stdin, stdout and stderr for openProcess:
+/// a launch failure is the provider's error naming it (openProcess has
+/// no exit code to report it with).
+///
+/// # Errors
+///
+/// As [`spawn_failure`], both kinds as `provider_error`.
+pub fn spawn_piped(
+    operation: Operation,
+    mut command: tokio::process::Command,
+    executable: &str,
+) -> Result<tokio::process::Child, SandboxError> {
+    use std::process::Stdio;
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| match spawn_failure(operation, executable, &e) {
+            SpawnFailure::Provider(e) => e,
+            SpawnFailure::Launch { message, .. } => {
+                provider_error(operation, message.trim_end().to_owned())
+            }
+        })
+}
