@@ -6,8 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::{
-    Bytes, Clock, ExitCause, Operation, OutputStream, SandboxCommandResult, SandboxError,
-    Timestamp,
+    Bytes, Clock, ExitCause, Operation, OutputStream, SandboxCommandResult, SandboxError, Timestamp,
 };
 use checkfu_sandbox_hostfs::argument_space::not_started;
 use checkfu_sandbox_hostfs::errors::provider_error;

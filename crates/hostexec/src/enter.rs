@@ -328,10 +328,7 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
         // Raw system calls: the C library's wrappers would broadcast the
         // change to the threads it believes this process has.
         let creds = &plan.credentials;
-        let (uid, gid) = (
-            libc::c_long::from(creds.uid),
-            libc::c_long::from(creds.gid),
-        );
+        let (uid, gid) = (libc::c_long::from(creds.uid), libc::c_long::from(creds.gid));
         if libc::syscall(
             libc::SYS_setgroups,
             creds.groups.len(),

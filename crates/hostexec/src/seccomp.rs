@@ -148,12 +148,7 @@ pub fn filters_of(pid: i32) -> io::Result<Vec<SeccompFilter>> {
                     };
                     len
                 ];
-                let got = libc::ptrace(
-                    PTRACE_SECCOMP_GET_FILTER,
-                    pid,
-                    index,
-                    program.as_mut_ptr(),
-                );
+                let got = libc::ptrace(PTRACE_SECCOMP_GET_FILTER, pid, index, program.as_mut_ptr());
                 if got != n {
                     return Err(if got < 0 {
                         last()

@@ -47,8 +47,15 @@ impl Inner {
                 output_limit_bytes: c.output_limit_bytes,
                 timeout: Duration::from_secs(u64::from(c.timeout_seconds)),
             };
-            return bounded::run(OP, command, &c.executable, bounds, &*inner.clock, started_at)
-                .await;
+            return bounded::run(
+                OP,
+                command,
+                &c.executable,
+                bounds,
+                &*inner.clock,
+                started_at,
+            )
+            .await;
         }
         let space = exec_argument_space(
             std::iter::once(c.executable.as_str()).chain(c.arguments.iter().map(String::as_str)),

@@ -130,7 +130,9 @@ impl HostExec {
         self.choice
     }
 
-    fn routes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Result<Arc<HostTarget>, String>>> {
+    fn routes(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, Result<Arc<HostTarget>, String>>> {
         self.routes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -255,11 +257,15 @@ fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<Vec
             }
         });
         let Some((_, _, root, point)) = mount else {
-            return Err(format!("the cgroup hierarchy {controllers:?} is not mounted here"));
+            return Err(format!(
+                "the cgroup hierarchy {controllers:?} is not mounted here"
+            ));
         };
         let relative = path
             .strip_prefix(root.trim_end_matches('/'))
-            .ok_or(format!("cgroup {path:?} is outside its mount's root {root:?}"))?;
+            .ok_or(format!(
+                "cgroup {path:?} is outside its mount's root {root:?}"
+            ))?;
         files.push(
             PathBuf::from(point)
                 .join(relative.trim_start_matches('/'))
@@ -434,8 +440,8 @@ impl Inner {
             .map(|ns| hostexec::open_namespace(target.pid, ns))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| io("opening the container's namespaces", e))?;
-        let root = hostexec::open_root(target.pid)
-            .map_err(|e| io("opening the container's root", e))?;
+        let root =
+            hostexec::open_root(target.pid).map_err(|e| io("opening the container's root", e))?;
         let cgroups = target
             .cgroup_procs
             .iter()
@@ -506,7 +512,8 @@ NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n";
 
     #[test]
     fn cgroups_map_onto_their_mounts_and_must_name_the_container() {
-        let mountinfo = "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+        let mountinfo =
+            "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
 40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd\n\
 41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
         let cgroup = "4:memory:/docker/abc\n1:name=systemd:/docker/abc\n0::/docker/abc\n";

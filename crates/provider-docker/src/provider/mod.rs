@@ -90,8 +90,8 @@ mod snapshots;
 mod sweep;
 
 pub use commit_bound::COMMIT_HOLE_SLACK_BYTES;
-pub use host_exec::{ExecPath, ExecRoute, EXEC_PATH_ENV};
 pub use envelope::{envelope, host_platform};
+pub use host_exec::{ExecPath, ExecRoute, EXEC_PATH_ENV};
 pub use inner::{
     parse_pool_size, DockerConfig, DockerProvider, DockerProviderError, MATERIALIZATION_REVISION,
     PROVIDER_ID, PROVIDER_REVISION,

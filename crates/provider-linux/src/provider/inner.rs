@@ -10,8 +10,8 @@ use checkfu_sandbox_hostfs::records;
 
 use crate::cgroup::{self, CgroupVersion};
 use crate::image::ImageStore;
-use checkfu_sandbox_hostfs::process::ProcessTable;
 use crate::store::{InstanceRecord, Layout, RootMode, SnapshotRecord};
+use checkfu_sandbox_hostfs::process::ProcessTable;
 
 /// The provider id instances echo as `provider`.
 pub const PROVIDER_ID: &str = "linux";
