@@ -14,24 +14,22 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::command::{spawn_failure, SpawnFailure};
 
-/// How a bounded read of one stream ended.
-enum Drained {
-    /// End of file: everything the stream carried.
-    Eof(Vec<u8>),
-    /// The stream passed the limit.
-    Over,
-}
-
-async fn drain_bounded<R: AsyncRead + Unpin>(mut r: R, limit: u64) -> std::io::Result<Drained> {
-    let mut out = Vec::new();
+/// Reads `r` into `out` until end of file (`Ok(true)`) or until it would
+/// pass `limit` (`Ok(false)`, the excess not kept). What was read stays in
+/// `out` when the future is dropped (a timeout keeps it).
+async fn drain_bounded<R: AsyncRead + Unpin>(
+    mut r: R,
+    limit: u64,
+    out: &mut Vec<u8>,
+) -> std::io::Result<bool> {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = r.read(&mut buf).await?;
         if n == 0 {
-            return Ok(Drained::Eof(out));
+            return Ok(true);
         }
         if out.len() as u64 + n as u64 > limit {
-            return Ok(Drained::Over);
+            return Ok(false);
         }
         out.extend_from_slice(&buf[..n]);
     }
@@ -58,7 +56,7 @@ pub struct Bounds {
     /// `SandboxOutputLimitExceeded`.
     pub output_limit_bytes: u64,
     /// Wall-clock bound from the spawn; past it the command is killed and
-    /// the result is `TimedOut` with no output.
+    /// the result is `TimedOut` with the output read until then.
     pub timeout: Duration,
 }
 
@@ -123,35 +121,29 @@ pub async fn run(
         ));
     };
     let limit = bounds.output_limit_bytes;
+    let (mut stdout_bytes, mut stderr_bytes) = (Vec::new(), Vec::new());
     let run = async {
-        let mut out = Box::pin(drain_bounded(stdout, limit));
-        let mut err = Box::pin(drain_bounded(stderr, limit));
-        let (mut o, mut e) = (None, None);
+        let mut out = Box::pin(drain_bounded(stdout, limit, &mut stdout_bytes));
+        let mut err = Box::pin(drain_bounded(stderr, limit, &mut stderr_bytes));
+        let (mut out_done, mut err_done) = (false, false);
         // Stop as soon as either stream passes the limit.
-        while o.is_none() || e.is_none() {
+        while !out_done || !err_done {
             tokio::select! {
-                r = &mut out, if o.is_none() => {
-                    let r = r?;
-                    if matches!(r, Drained::Over) {
+                r = &mut out, if !out_done => {
+                    if !r? {
                         return Ok::<_, std::io::Error>(Err(OutputStream::Stdout));
                     }
-                    o = Some(r);
+                    out_done = true;
                 }
-                r = &mut err, if e.is_none() => {
-                    let r = r?;
-                    if matches!(r, Drained::Over) {
+                r = &mut err, if !err_done => {
+                    if !r? {
                         return Ok(Err(OutputStream::Stderr));
                     }
-                    e = Some(r);
+                    err_done = true;
                 }
             }
         }
-        let status = child.wait().await?;
-        let bytes = |d: Option<Drained>| match d {
-            Some(Drained::Eof(b)) => b,
-            _ => Vec::new(),
-        };
-        Ok(Ok((status, bytes(o), bytes(e))))
+        Ok(Ok(child.wait().await?))
     };
     let outcome = tokio::time::timeout(bounds.timeout, run).await;
     if let Some(t) = stdin_task {
@@ -159,7 +151,7 @@ pub async fn run(
     }
     let finished = || clock.now().max(started_at);
     match outcome {
-        Ok(Ok(Ok((status, stdout, stderr)))) => {
+        Ok(Ok(Ok(status))) => {
             let code = exit_code(status).ok_or_else(|| {
                 provider_error(
                     operation,
@@ -168,8 +160,8 @@ pub async fn run(
             })?;
             Ok(SandboxCommandResult {
                 exit: ExitCause::ExitCode(code),
-                stdout_base64: Bytes(stdout),
-                stderr_base64: Bytes(stderr),
+                stdout_base64: Bytes(stdout_bytes),
+                stderr_base64: Bytes(stderr_bytes),
                 started_at,
                 finished_at: finished(),
             })
@@ -191,10 +183,11 @@ pub async fn run(
         }
         Err(_elapsed) => {
             let _ = child.kill().await;
+            // What the command wrote before its timeout.
             Ok(SandboxCommandResult {
                 exit: ExitCause::TimedOut,
-                stdout_base64: Bytes(Vec::new()),
-                stderr_base64: Bytes(Vec::new()),
+                stdout_base64: Bytes(stdout_bytes),
+                stderr_base64: Bytes(stderr_bytes),
                 started_at,
                 finished_at: finished(),
             })

@@ -208,34 +208,71 @@ pub fn spawn_failure(operation: Operation, executable: &str, e: &std::io::Error)
             ))
         }
     };
-    SpawnFailure::Launch {
-        code,
-        message: format!("exec {executable:?}: {what}\n"),
+    let message = if raw == libc::ENOENT && !executable.contains('/') {
+        // A bare name found nowhere along `PATH`: runc's words, as
+        // `docker exec` reports it.
+        format!("exec: {executable:?}: executable file not found in $PATH\n")
+    } else {
+        format!("exec {executable:?}: {what}\n")
+    };
+    SpawnFailure::Launch { code, message }
+}
+
+/// A process spawned for openProcess, or the launch failure that kept
+/// its program from running.
+#[derive(Debug)]
+pub enum Opened {
+    /// The program runs.
+    Running(tokio::process::Child),
+    /// The program could not be executed.
+    Launch {
+        /// 126 or 127.
+        code: u8,
+        /// The reason, for the error stream.
+        message: String,
+    },
+}
+
+/// Spawns `command` with piped stdin, stdout and stderr for openProcess.
+///
+/// # Errors
+///
+/// The provider's error when the workload could not be entered.
+pub fn spawn_opened(
+    operation: Operation,
+    mut command: tokio::process::Command,
+    executable: &str,
+) -> Result<Opened, SandboxError> {
+    use std::process::Stdio;
+    match command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => Ok(Opened::Running(child)),
+        Err(e) => match spawn_failure(operation, executable, &e) {
+            SpawnFailure::Provider(e) => Err(e),
+            SpawnFailure::Launch { code, message } => Ok(Opened::Launch { code, message }),
+        },
     }
 }
 
-/// Spawns `command` with piped stdin, stdout and stderr for openProcess:
-/// a launch failure is the provider's error naming it (openProcess has
-/// no exit code to report it with).
+/// As [`spawn_opened`], with a launch failure as the provider's error
+/// naming it.
 ///
 /// # Errors
 ///
 /// As [`spawn_failure`], both kinds as `provider_error`.
 pub fn spawn_piped(
     operation: Operation,
-    mut command: tokio::process::Command,
+    command: tokio::process::Command,
     executable: &str,
 ) -> Result<tokio::process::Child, SandboxError> {
-    use std::process::Stdio;
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| match spawn_failure(operation, executable, &e) {
-            SpawnFailure::Provider(e) => e,
-            SpawnFailure::Launch { message, .. } => {
-                provider_error(operation, message.trim_end().to_owned())
-            }
-        })
+    match spawn_opened(operation, command, executable)? {
+        Opened::Running(child) => Ok(child),
+        Opened::Launch { message, .. } => {
+            Err(provider_error(operation, message.trim_end().to_owned()))
+        }
+    }
 }

@@ -220,3 +220,30 @@ pub fn wrap(
         evidence,
     })
 }
+
+/// A process whose program never ran: `wait` settles at once with `code`
+/// (126 or 127), the output is empty, the error stream carries `message`,
+/// input is discarded; the reservation is released.
+pub fn launch_failed(
+    reservation: Reservation,
+    code: u8,
+    message: String,
+    evidence: SandboxProcessEvidence,
+) -> SandboxProcess {
+    use std::os::unix::process::ExitStatusExt as _;
+    reservation.release();
+    let (_tx, rx) = tokio::sync::watch::channel(Some(std::process::ExitStatus::from_raw(
+        i32::from(code) << 8,
+    )));
+    SandboxProcess {
+        input: Box::pin(futures_util::io::sink()),
+        output: Box::pin(futures_util::io::empty()),
+        error: Box::pin(futures_util::io::Cursor::new(message.into_bytes())),
+        control: Arc::new(Control {
+            reservation,
+            pid: None,
+            exit: rx,
+        }),
+        evidence,
+    }
+}

@@ -6,7 +6,8 @@
 use async_trait::async_trait;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_hostexec::{command::spawn_piped, process as hostexec_process};
+use checkfu_sandbox_hostexec::command::{spawn_opened, Opened};
+use checkfu_sandbox_hostexec::process as hostexec_process;
 use checkfu_sandbox_hostfs::process as opening;
 
 use super::{
@@ -39,10 +40,20 @@ impl OpenProcessMember for DockerProvider {
             &request.working_directory,
         );
         if let Some(command) = host.transpose() {
-            let spawned = command.and_then(|c| spawn_piped(OP, c, &request.executable));
-            let (reservation, child, evidence) =
+            let spawned = command.and_then(|c| spawn_opened(OP, c, &request.executable));
+            let (reservation, opened, evidence) =
                 opening.started(PROVIDER_ID, request.executable, spawned)?;
-            return hostexec_process::wrap(reservation, child, evidence);
+            // A program that could not be executed settles with 126 or 127
+            // and the reason on the error stream, as the daemon path does.
+            return match opened {
+                Opened::Running(child) => hostexec_process::wrap(reservation, child, evidence),
+                Opened::Launch { code, message } => Ok(hostexec_process::launch_failed(
+                    reservation,
+                    code,
+                    message,
+                    evidence,
+                )),
+            };
         }
         let mut argv = Vec::with_capacity(request.arguments.len() + 1);
         argv.push(request.executable.clone());
