@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
 
-use checkfu_sandbox_contract::{Operation, SandboxError};
+use checkfu_sandbox_contract::{Operation, SandboxCommand, SandboxError, SandboxProcessRequest};
 use checkfu_sandbox_hostfs::errors::provider_error;
 
 use crate::enter::{EnterPlan, ENTER_FAILURE_BASE};
@@ -40,6 +40,42 @@ pub struct Target {
     pub credentials: Credentials,
     /// Seccomp filters, oldest first, installed after `no_new_privs`.
     pub filters: Vec<SeccompFilter>,
+}
+
+/// What a command runs: the program, its arguments, the environment the
+/// request adds and the working directory inside the workload.
+#[derive(Debug, Clone, Copy)]
+pub struct Program<'a> {
+    /// The executable, a bare name (looked up along `PATH`) or a path.
+    pub executable: &'a str,
+    /// The arguments after argv\[0\].
+    pub arguments: &'a [String],
+    /// The request's environment (over the workload's).
+    pub environment: &'a BTreeMap<String, String>,
+    /// The working directory, absolute.
+    pub working_directory: &'a str,
+}
+
+impl<'a> Program<'a> {
+    /// The program of an execute request.
+    pub fn of_command(c: &'a SandboxCommand) -> Program<'a> {
+        Program {
+            executable: &c.executable,
+            arguments: &c.arguments,
+            environment: &c.environment,
+            working_directory: &c.working_directory,
+        }
+    }
+
+    /// The program of an openProcess request.
+    pub fn of_process(r: &'a SandboxProcessRequest) -> Program<'a> {
+        Program {
+            executable: &r.executable,
+            arguments: &r.arguments,
+            environment: &r.environment,
+            working_directory: &r.working_directory,
+        }
+    }
 }
 
 /// Opens `/proc/<pid>/ns/<ns>` (the kernel's namespace file of `pid`).
@@ -88,8 +124,9 @@ fn chdir_message(dir: &str, what: &str) -> Vec<u8> {
     format!("chdir to {dir:?}: {what}\n").into_bytes()
 }
 
-/// A `Command` for `executable` with `arguments` and exactly
-/// `environment`, run in `working_directory` inside `target`: the command
+/// A `Command` for `program`'s executable and arguments with exactly
+/// `environment` (the workload's with the request's over it), run in its
+/// working directory inside `target`: the command
 /// joins its cgroups, enters its namespaces and root, runs in a PID
 /// namespace of its own nested in the workload's, as its credentials with
 /// no capability, `no_new_privs` and its seccomp filters, and is exec'd
@@ -103,11 +140,15 @@ fn chdir_message(dir: &str, what: &str) -> Vec<u8> {
 pub fn prepare(
     operation: Operation,
     target: Target,
-    executable: &str,
-    arguments: &[String],
+    program: Program<'_>,
     environment: &BTreeMap<String, String>,
-    working_directory: &str,
 ) -> Result<tokio::process::Command, SandboxError> {
+    let Program {
+        executable,
+        arguments,
+        working_directory,
+        ..
+    } = program;
     let working = CString::new(working_directory).map_err(|_| {
         SandboxError::invalid_request(
             operation,

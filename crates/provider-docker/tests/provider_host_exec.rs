@@ -25,9 +25,15 @@ id";
 /// init, `nested` otherwise.
 const PID_NS: &str = "if [ \"$(readlink /proc/self/ns/pid)\" = \"$(readlink /proc/1/ns/pid)\" ]; then echo same; else echo nested; fi";
 
-async fn env_with(test: &str, path: ExecPath) -> Option<ProviderEnv> {
+/// A provider on `path` and one active instance of it.
+async fn active_with(test: &str, path: ExecPath) -> Option<(ProviderEnv, String)> {
     let docker = common::docker_or_skip(test).await?;
-    Some(ProviderEnv::with_exec_path(test, docker, EgressConfig::default(), 0, Some(path)).await)
+    let env =
+        ProviderEnv::with_exec_path(test, docker, EgressConfig::default(), 0, Some(path)).await;
+    let inst = env
+        .active(env.request("s", RetentionMode::EphemeralZdr, &[], 600), &[])
+        .await;
+    Some((env, inst.instance_id))
 }
 
 fn text(b: &[u8]) -> String {
@@ -37,13 +43,10 @@ fn text(b: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_path_command_has_the_confinement_of_docker_exec() {
     let test = "a_host_path_command_has_the_confinement_of_docker_exec";
-    let Some(env) = env_with(test, ExecPath::Host).await else {
+    let Some((env, id)) = active_with(test, ExecPath::Host).await else {
         return;
     };
-    let inst = env
-        .active(env.request("s", RetentionMode::EphemeralZdr, &[], 600), &[])
-        .await;
-    let id = inst.instance_id.as_str();
+    let id = id.as_str();
     assert_eq!(env.provider.exec_route(id), ExecRoute::Host);
 
     let host = env.run(id, &["sh", "-c", PROBE]).await;
@@ -94,13 +97,10 @@ async fn a_host_path_command_has_the_confinement_of_docker_exec() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_a_host_path_command_starts_outlives_it() {
     let test = "nothing_a_host_path_command_starts_outlives_it";
-    let Some(env) = env_with(test, ExecPath::Host).await else {
+    let Some((env, id)) = active_with(test, ExecPath::Host).await else {
         return;
     };
-    let inst = env
-        .active(env.request("s", RetentionMode::EphemeralZdr, &[], 600), &[])
-        .await;
-    let id = inst.instance_id.as_str();
+    let id = id.as_str();
     assert_eq!(env.provider.exec_route(id), ExecRoute::Host);
     // A background child in a session of its own, after a normal exit.
     let r = env
@@ -146,13 +146,10 @@ async fn nothing_a_host_path_command_starts_outlives_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_path_is_taken_when_chosen() {
     let test = "the_daemon_path_is_taken_when_chosen";
-    let Some(env) = env_with(test, ExecPath::Daemon).await else {
+    let Some((env, id)) = active_with(test, ExecPath::Daemon).await else {
         return;
     };
-    let inst = env
-        .active(env.request("s", RetentionMode::EphemeralZdr, &[], 600), &[])
-        .await;
-    let id = inst.instance_id.as_str();
+    let id = id.as_str();
     match env.provider.exec_route(id) {
         ExecRoute::Daemon { reason } => {
             assert!(reason.contains("CHECKFU_DOCKER_EXEC=daemon"), "{reason}")

@@ -9,6 +9,7 @@ use checkfu_sandbox_contract::bounds::{self, exec_argument_space};
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_hostexec::bounded::{self, Bounds};
+use checkfu_sandbox_hostexec::command::Program;
 use checkfu_sandbox_hostfs::argument_space::{not_started, over_argument_space};
 use checkfu_sandbox_hostfs::host::load_active;
 
@@ -34,14 +35,7 @@ impl Inner {
             let message = format!("{reason}\n");
             return Ok(not_started(126, message, started_at, inner.clock.now()));
         }
-        if let Some(command) = self.host_command(
-            OP,
-            &rec,
-            &c.executable,
-            &c.arguments,
-            &c.environment,
-            &c.working_directory,
-        )? {
+        if let Some(command) = self.host_command(OP, &rec, Program::of_command(&c))? {
             let bounds = Bounds {
                 stdin: c.stdin_base64.map(|b| b.0),
                 output_limit_bytes: c.output_limit_bytes,

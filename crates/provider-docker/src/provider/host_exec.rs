@@ -25,7 +25,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_hostexec::command::{self as hostexec, start_ticks, Credentials, Target};
+use checkfu_sandbox_hostexec::command::{
+    self as hostexec, start_ticks, Credentials, Program, Target,
+};
 use checkfu_sandbox_hostexec::seccomp::{filters_of, SeccompFilter};
 
 use super::errors::provider_error;
@@ -399,9 +401,9 @@ impl Inner {
         }
     }
 
-    /// The host-path command for `executable` in `rec`'s container, or
+    /// The host-path command for `program` in `rec`'s container, or
     /// `None` when its commands go through the daemon. The environment is
-    /// the container's with `environment` over it.
+    /// the container's with the program's over it.
     ///
     /// # Errors
     ///
@@ -412,10 +414,7 @@ impl Inner {
         &self,
         operation: Operation,
         rec: &InstanceRecord,
-        executable: &str,
-        arguments: &[String],
-        environment: &BTreeMap<String, String>,
-        working_directory: &str,
+        program: Program<'_>,
     ) -> Result<Option<tokio::process::Command>, SandboxError> {
         let target = match self.host_exec.routes().get(&rec.instance_id) {
             Some(Ok(t)) => t.clone(),
@@ -458,7 +457,12 @@ impl Inner {
             return Err(gone());
         }
         let mut env = target.env.clone();
-        env.extend(environment.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.extend(
+            program
+                .environment
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         let command = hostexec::prepare(
             operation,
             Target {
@@ -468,10 +472,8 @@ impl Inner {
                 credentials: target.credentials.clone(),
                 filters: target.filters.clone(),
             },
-            executable,
-            arguments,
+            program,
             &env,
-            working_directory,
         )?;
         Ok(Some(command))
     }

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_hostexec::command::{spawn_opened, Opened};
+use checkfu_sandbox_hostexec::command::{spawn_opened, Opened, Program};
 use checkfu_sandbox_hostexec::process as hostexec_process;
 use checkfu_sandbox_hostfs::process as opening;
 
@@ -31,14 +31,7 @@ impl OpenProcessMember for DockerProvider {
             &*inner.clock,
             &request.instance_id,
         )?;
-        let host = inner.host_command(
-            OP,
-            &opening.record,
-            &request.executable,
-            &request.arguments,
-            &request.environment,
-            &request.working_directory,
-        );
+        let host = inner.host_command(OP, &opening.record, Program::of_process(&request));
         if let Some(command) = host.transpose() {
             let spawned = command.and_then(|c| spawn_opened(OP, c, &request.executable));
             let (reservation, opened, evidence) =

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_hostexec::command::{self as hostexec, Credentials, Target};
+use checkfu_sandbox_hostexec::command::{self as hostexec, Credentials, Program, Target};
 
 use super::errors::provider_error;
 use super::inner::Inner;
@@ -13,18 +13,15 @@ use crate::cgroup::InstanceCgroups;
 use crate::store::InstanceRecord;
 
 impl Inner {
-    /// A `Command` for `executable` with `arguments` in the instance of
-    /// `rec`, with the image's environment, `HOME`, `HOSTNAME` (the
-    /// instance's host name) and `environment` over them, in
-    /// `working_directory`. stdio is left to the caller.
+    /// A `Command` for `program` in the instance of `rec`, with the
+    /// image's environment, `HOME`, `HOSTNAME` (the instance's host name)
+    /// and the program's environment over them. stdio is left to the
+    /// caller.
     pub(super) fn command(
         &self,
         operation: Operation,
         rec: &InstanceRecord,
-        executable: &str,
-        arguments: &[String],
-        environment: &BTreeMap<String, String>,
-        working_directory: &str,
+        program: Program<'_>,
     ) -> Result<tokio::process::Command, SandboxError> {
         let init = rec.init.ok_or_else(|| {
             provider_error(
@@ -73,7 +70,12 @@ impl Inner {
             "HOSTNAME".into(),
             super::instances::INSTANCE_HOSTNAME.into(),
         );
-        env.extend(environment.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.extend(
+            program
+                .environment
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         let target = Target {
             namespaces,
             root,
@@ -85,13 +87,6 @@ impl Inner {
             },
             filters: vec![self.seccomp.clone()],
         };
-        hostexec::prepare(
-            operation,
-            target,
-            executable,
-            arguments,
-            &env,
-            working_directory,
-        )
+        hostexec::prepare(operation, target, program, &env)
     }
 }

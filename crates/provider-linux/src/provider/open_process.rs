@@ -6,7 +6,8 @@ use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_hostfs::process as opening;
 
-use checkfu_sandbox_hostexec::{command::spawn_piped, process};
+use checkfu_sandbox_hostexec::command::{spawn_piped, Program};
+use checkfu_sandbox_hostexec::process;
 
 use super::inner::{LinuxProvider, PROVIDER_ID};
 
@@ -25,14 +26,7 @@ impl OpenProcessMember for LinuxProvider {
             &request.instance_id,
         )?;
         let spawned = inner
-            .command(
-                OP,
-                &opening.record,
-                &request.executable,
-                &request.arguments,
-                &request.environment,
-                &request.working_directory,
-            )
+            .command(OP, &opening.record, Program::of_process(&request))
             .and_then(|command| spawn_piped(OP, command, &request.executable));
         let (reservation, child, evidence) =
             opening.started(PROVIDER_ID, request.executable, spawned)?;
