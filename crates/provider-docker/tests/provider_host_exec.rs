@@ -6,6 +6,9 @@
 //! (`setsid` included), and `CHECKFU_DOCKER_EXEC=daemon` (here
 //! `ExecPath::Daemon`) sends every command through the daemon.
 
+// The shared test helpers open kernel files by path.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use checkfu_sandbox_contract::*;
