@@ -1,30 +1,18 @@
-//! The only code that runs between `fork` and `exec`: starting an
-//! instance's init (pid 1 of a fresh set of namespaces) and entering an
-//! instance to run a command.
+//! Starting an instance's init (pid 1 of a fresh set of namespaces): the
+//! crate's only code between `fork` and `exec`. Commands entering an
+//! instance are started by the shared `checkfu_sandbox_hostexec` crate
+//! (`provider/command.rs` hands it the init's namespaces, root, cgroups,
+//! the workload user and the default filter).
 //!
 //! # Shape
 //!
 //! ```text
 //! provider ──fork──▶ C (host)  unshare(mnt pid net uts ipc) ──fork──▶ G: pid 1 of the instance
 //!                     └ writes G's host pid, exits                     mounts, pivot_root, waits
-//!
-//! provider ──fork──▶ C' (host) setns(instance) chroot ──clone(VM)──▶ G1 (instance pid ns)
-//!   (std Command)     └ mirrors G1's status,            unshare(pid) ──clone(VM)──▶ G': pid 1 of a
-//!                       forwards signals                                            nested namespace
-//!                                                          └ clone(VM, VFORK) ▶ G'': exec
 //! ```
 //!
-//! Only C' copies the provider's address space; G1, G' and G'' share C''s
-//! (see [`enter`] and the module `spawn::enter`): a command pays for the
-//! provider's resident memory once (one copy, one teardown), not four
-//! times.
-//!
-//! Every command runs as the child of the pid 1 (G') of a PID namespace of
-//! its own, nested in the instance's: when the command exits, or G' is
-//! killed (C' killed: `PR_SET_PDEATHSIG`), the kernel kills everything
-//! left in that namespace, so neither a background child nor `setsid`
-//! outlives the command. Killing the instance's init kills every process
-//! of the instance and of every nested namespace.
+//! Killing the instance's init kills every process of the instance and of
+//! every PID namespace nested in it (each command's own).
 //!
 //! # Rules for the code here
 //!
