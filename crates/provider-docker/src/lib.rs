@@ -56,9 +56,9 @@ pub use checkfu_sandbox_hostfs::archive::{
 pub use checkfu_sandbox_hostfs::busybox::{locate_busybox, BusyboxError, BUSYBOX_PACKAGE};
 pub use provider::{
     envelope, host_platform, parse_pool_size, DockerConfig, DockerProvider, DockerProviderError,
-    Inventory, ObjectTimes, PoolShapeStatus, PoolStatus, COMMIT_HOLE_SLACK_BYTES,
-    DEFAULT_POOL_SIZE, MATERIALIZATION_REVISION, MAX_POOL_SIZE, POOL_ENV, PROVIDER_ID,
-    PROVIDER_REVISION,
+    ExecPath, ExecRoute, Inventory, ObjectTimes, PoolShapeStatus, PoolStatus,
+    COMMIT_HOLE_SLACK_BYTES, DEFAULT_POOL_SIZE, EXEC_PATH_ENV, MATERIALIZATION_REVISION,
+    MAX_POOL_SIZE, POOL_ENV, PROVIDER_ID, PROVIDER_REVISION,
 };
 pub use store::Layout;
 

@@ -83,6 +83,7 @@ async fn child(spec: &str) -> ExitCode {
         scope: scope.into(),
         clock: Arc::new(SystemClock),
         pool_size: 0,
+        exec_path: None,
     })
     .await
     .expect("connect");
@@ -198,6 +199,7 @@ async fn crash_and_recover(step: ActiveWriteStep) -> bool {
         scope: env.scope.clone(),
         clock: Arc::new(SystemClock),
         pool_size: 0,
+        exec_path: None,
     })
     .await
     .expect("fresh provider");

@@ -32,12 +32,10 @@
 pub mod cgroup;
 #[cfg(feature = "conformance")]
 pub mod conformance;
-mod exec;
 pub mod image;
 mod members;
 pub mod network;
 mod overlay;
-mod process;
 mod provider;
 pub mod seccomp;
 mod spawn;

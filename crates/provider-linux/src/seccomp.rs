@@ -9,7 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, SeccompRule, TargetArch};
+use checkfu_sandbox_hostexec::seccomp::{Instruction, SeccompFilter as Filter};
+use seccompiler::{SeccompAction, SeccompFilter, SeccompRule, TargetArch};
 
 /// The system calls the default filter refuses with `EPERM`.
 pub const DENIED_SYSCALLS: &[(&str, i64)] = &[
@@ -59,12 +60,13 @@ pub const DENIED_SYSCALLS: &[(&str, i64)] = &[
 #[error("cannot build the seccomp filter: {0}")]
 pub struct SeccompError(String);
 
-/// The default filter, compiled for the host's architecture.
+/// The default filter, compiled for the host's architecture, as the
+/// command child installs it (no flags).
 ///
 /// # Errors
 ///
 /// [`SeccompError`] on an architecture `seccompiler` does not support.
-pub fn default_filter() -> Result<BpfProgram, SeccompError> {
+pub fn default_filter() -> Result<Filter, SeccompError> {
     let arch =
         TargetArch::try_from(std::env::consts::ARCH).map_err(|e| SeccompError(format!("{e:?}")))?;
     let rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
@@ -78,9 +80,21 @@ pub fn default_filter() -> Result<BpfProgram, SeccompError> {
         arch,
     )
     .map_err(|e| SeccompError(e.to_string()))?;
-    filter
+    let program: seccompiler::BpfProgram = filter
         .try_into()
-        .map_err(|e: seccompiler::BackendError| SeccompError(e.to_string()))
+        .map_err(|e: seccompiler::BackendError| SeccompError(e.to_string()))?;
+    Ok(Filter {
+        program: program
+            .iter()
+            .map(|i| Instruction {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect(),
+        flags: 0,
+    })
 }
 
 #[cfg(test)]
@@ -90,6 +104,6 @@ mod tests {
     #[test]
     fn the_default_filter_compiles_for_this_host() {
         let bpf = default_filter().unwrap();
-        assert!(!bpf.is_empty());
+        assert!(!bpf.program.is_empty());
     }
 }

@@ -1,30 +1,18 @@
-//! The only code that runs between `fork` and `exec`: starting an
-//! instance's init (pid 1 of a fresh set of namespaces) and entering an
-//! instance to run a command.
+//! Starting an instance's init (pid 1 of a fresh set of namespaces): the
+//! crate's only code between `fork` and `exec`. Commands entering an
+//! instance are started by the shared `checkfu_sandbox_hostexec` crate
+//! (`provider/command.rs` hands it the init's namespaces, root, cgroups,
+//! the workload user and the default filter).
 //!
 //! # Shape
 //!
 //! ```text
 //! provider ──clone(VM, mnt pid net uts ipc)──▶ G: pid 1 of the instance
 //!                                              joins the cgroups, mounts, pivot_root, waits
-//!
-//! provider ──fork──▶ C' (host) setns(instance) chroot ──clone(VM)──▶ G1 (instance pid ns)
-//!   (std Command)     └ mirrors G1's status,            unshare(pid) ──clone(VM)──▶ G': pid 1 of a
-//!                       forwards signals                                            nested namespace
-//!                                                          └ clone(VM, VFORK) ▶ G'': exec
 //! ```
 //!
-//! Only C' copies the provider's address space; G1, G' and G'' share C''s
-//! (see [`enter`] and the module `spawn::enter`): a command pays for the
-//! provider's resident memory once (one copy, one teardown), not four
-//! times.
-//!
-//! Every command runs as the child of the pid 1 (G') of a PID namespace of
-//! its own, nested in the instance's: when the command exits, or G' is
-//! killed (C' killed: `PR_SET_PDEATHSIG`), the kernel kills everything
-//! left in that namespace, so neither a background child nor `setsid`
-//! outlives the command. Killing the instance's init kills every process
-//! of the instance and of every nested namespace.
+//! Killing the instance's init kills every process of the instance and of
+//! every PID namespace nested in it (each command's own).
 //!
 //! # Rules for the code here
 //!
@@ -44,6 +32,8 @@ use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use checkfu_sandbox_hostexec::sys::{close_from, errno, write_all};
 
 /// What a forked child reports through the readiness pipe when a step of
 /// the instance set-up fails: the step and `errno`.
@@ -130,64 +120,6 @@ pub(crate) struct InitPlan {
     pub(crate) hostname: CString,
     /// `cgroup.procs` (or `tasks`) files to join, open for writing.
     pub(crate) cgroups: Vec<OwnedFd>,
-}
-
-fn errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
-/// Writes all of `buf` to `fd`; async-signal-safe.
-fn write_all(fd: RawFd, mut buf: &[u8]) {
-    while !buf.is_empty() {
-        // SAFETY: `buf` is a valid slice for its length.
-        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
-        if n <= 0 {
-            if n < 0 && errno() == libc::EINTR {
-                continue;
-            }
-            return;
-        }
-        buf = &buf[n as usize..];
-    }
-}
-
-/// Reads exactly `buf.len()` bytes unless end of file comes first;
-/// returns how many were read.
-fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
-    let mut got = 0;
-    while got < buf.len() {
-        // SAFETY: the pointer and length stay within `buf`.
-        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
-        if n < 0 && errno() == libc::EINTR {
-            continue;
-        }
-        if n <= 0 {
-            break;
-        }
-        got += n as usize;
-    }
-    got
-}
-
-/// Closes every descriptor from `from` on, except `keep`.
-fn close_from(from: u32, keep: Option<RawFd>) {
-    match keep {
-        Some(k) if k as u32 >= from => {
-            // SAFETY: close_range only closes descriptors.
-            unsafe {
-                if k as u32 > from {
-                    libc::syscall(libc::SYS_close_range, from, k as u32 - 1, 0);
-                }
-                libc::syscall(libc::SYS_close_range, k as u32 + 1, u32::MAX, 0);
-            }
-        }
-        _ => {
-            // SAFETY: as above.
-            unsafe {
-                libc::syscall(libc::SYS_close_range, from, u32::MAX, 0);
-            }
-        }
-    }
 }
 
 fn join_cgroups(cgroups: &[RawFd]) -> Result<(), i32> {
@@ -603,7 +535,3 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
         }
     }
 }
-
-mod enter;
-
-pub(crate) use enter::{enter, enter_step_name, EnterPlan, ENTER_FAILURE_BASE};

@@ -90,6 +90,7 @@ fn docker_target() -> futures::future::BoxFuture<'static, Option<Target>> {
                 scope: scope.clone(),
                 clock: Arc::new(SystemClock),
                 pool_size: 0,
+                exec_path: None,
             },
         )
         .expect("provider");

@@ -45,6 +45,7 @@ async fn docker_env(test: &str) -> Option<DockerEnv> {
             scope: scope.clone(),
             clock: Arc::new(SystemClock),
             pool_size: 0,
+            exec_path: None,
         },
     )
     .expect("provider");

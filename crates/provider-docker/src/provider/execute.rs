@@ -1,11 +1,15 @@
-//! execute: a bounded exec in the instance's container, mapped onto the
-//! contract's command result.
+//! execute: a bounded command in the instance's container, mapped onto
+//! the contract's command result: entered from the host where the
+//! instance's route is the host path ([`super::host_exec`]), else a
+//! bounded exec through the daemon.
 
 use std::time::Duration;
 
 use checkfu_sandbox_contract::bounds::{self, exec_argument_space};
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostexec::bounded::{self, Bounds};
+use checkfu_sandbox_hostexec::command::Program;
 use checkfu_sandbox_hostfs::argument_space::{not_started, over_argument_space};
 use checkfu_sandbox_hostfs::host::load_active;
 
@@ -30,6 +34,22 @@ impl Inner {
             // not be executed, without starting anything.
             let message = format!("{reason}\n");
             return Ok(not_started(126, message, started_at, inner.clock.now()));
+        }
+        if let Some(command) = self.host_command(OP, &rec, Program::of_command(&c))? {
+            let bounds = Bounds {
+                stdin: c.stdin_base64.map(|b| b.0),
+                output_limit_bytes: c.output_limit_bytes,
+                timeout: Duration::from_secs(u64::from(c.timeout_seconds)),
+            };
+            return bounded::run(
+                OP,
+                command,
+                &c.executable,
+                bounds,
+                &*inner.clock,
+                started_at,
+            )
+            .await;
         }
         let space = exec_argument_space(
             std::iter::once(c.executable.as_str()).chain(c.arguments.iter().map(String::as_str)),

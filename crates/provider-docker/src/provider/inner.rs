@@ -8,6 +8,7 @@ use bollard::Docker;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_hostfs::records;
 
+use super::host_exec::{ExecPath, ExecRoute, HostExec};
 use super::labels::container_name;
 use super::pool::{Pool, DEFAULT_POOL_SIZE, MAX_POOL_SIZE, POOL_ENV};
 use crate::daemon::{self, DaemonError};
@@ -40,6 +41,10 @@ pub struct DockerConfig {
     /// the pool. [`DEFAULT_POOL_SIZE`] unless configured
     /// ([`DockerConfig::pool_size_from_env`] reads `CHECKFU_DOCKER_POOL`).
     pub pool_size: usize,
+    /// The exec path of execute and openProcess; `None`: the one
+    /// [`crate::EXEC_PATH_ENV`] names, else [`ExecPath::Host`] (the host path
+    /// where it is available, decision `hx-docker-host-exec`).
+    pub exec_path: Option<ExecPath>,
 }
 
 impl DockerConfig {
@@ -50,6 +55,7 @@ impl DockerConfig {
             scope: scope.into(),
             clock,
             pool_size: DEFAULT_POOL_SIZE,
+            exec_path: None,
         }
     }
 
@@ -92,6 +98,9 @@ pub enum DockerProviderError {
     /// The pool size is not a number in `0..=MAX_POOL_SIZE`.
     #[error("invalid pool size {0:?}: expected a number in 0..={MAX_POOL_SIZE}")]
     PoolSize(String),
+    /// The exec path (`CHECKFU_DOCKER_EXEC`) is neither `host` nor `daemon`.
+    #[error("invalid exec path {0:?}: expected \"host\" or \"daemon\"")]
+    ExecPath(String),
     /// The state directory could not be prepared.
     #[error("cannot prepare the state directory {path:?}")]
     StateDir {
@@ -135,6 +144,8 @@ pub(crate) struct Inner {
     pub(crate) pool: Pool,
     /// beginActiveWrite's step hook (crash tests).
     pub(crate) active_write_hook: std::sync::OnceLock<crate::active_write::StepHook>,
+    /// The host exec path's choice and each instance's route.
+    pub(crate) host_exec: HostExec,
 }
 
 impl DockerProvider {
@@ -193,6 +204,10 @@ impl DockerProvider {
         if config.pool_size > MAX_POOL_SIZE {
             return Err(DockerProviderError::PoolSize(config.pool_size.to_string()));
         }
+        let exec_path = match config.exec_path {
+            Some(p) => p,
+            None => ExecPath::from_env()?,
+        };
         let layout = Layout::new(config.state_dir);
         for dir in [layout.instances(), layout.snapshots()] {
             std::fs::create_dir_all(&dir)
@@ -209,6 +224,7 @@ impl DockerProvider {
                 egress_support: support,
                 pool: Pool::new(config.pool_size),
                 active_write_hook: std::sync::OnceLock::new(),
+                host_exec: HostExec::new(exec_path),
             }),
         })
     }
@@ -229,6 +245,7 @@ impl DockerProvider {
                 egress_support: self.inner.egress_support.clone(),
                 pool: Pool::new(0),
                 active_write_hook: std::sync::OnceLock::new(),
+                host_exec: HostExec::new(self.inner.host_exec.choice()),
             }),
         }
     }
@@ -236,6 +253,13 @@ impl DockerProvider {
     /// The daemon handle.
     pub fn docker(&self) -> &Docker {
         &self.inner.docker
+    }
+
+    /// How the commands of `instance_id` start: [`ExecRoute::Host`] when
+    /// this provider object captured its container at activation for the
+    /// host path, else the daemon and why.
+    pub fn exec_route(&self, instance_id: &str) -> ExecRoute {
+        self.inner.exec_route(instance_id)
     }
 
     /// The scope label value.

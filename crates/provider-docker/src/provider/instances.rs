@@ -202,6 +202,7 @@ impl Inner {
         let DestroyTarget::Ours(rec) = target else {
             return Ok(());
         };
+        self.host_exec.forget(id);
         // The container (kill and remove are one forced call), and any
         // container of this scope labelled with the id under another name,
         // at once; then the per-instance image tag, which a container still

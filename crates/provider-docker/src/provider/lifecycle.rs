@@ -41,7 +41,7 @@ impl HostLifecycle for Inner {
 
     /// Starts the container, unless the instance claimed a pooled one:
     /// that was started when the pool filled, and activation only records
-    /// the state.
+    /// the state; then captures the exec route of its commands.
     async fn start_workload(
         &self,
         operation: Operation,
@@ -50,6 +50,8 @@ impl HostLifecycle for Inner {
         if rec.pool_container.is_none() {
             self.start_container(operation, rec).await?;
         }
+        // Before any workload command runs: what the host exec path enters.
+        self.capture_exec_route(rec).await;
         Ok(())
     }
 

@@ -77,6 +77,7 @@ mod envelope;
 mod errors;
 mod execute;
 mod host;
+mod host_exec;
 mod inner;
 mod instances;
 mod labels;
@@ -90,6 +91,7 @@ mod sweep;
 
 pub use commit_bound::COMMIT_HOLE_SLACK_BYTES;
 pub use envelope::{envelope, host_platform};
+pub use host_exec::{ExecPath, ExecRoute, EXEC_PATH_ENV};
 pub use inner::{
     parse_pool_size, DockerConfig, DockerProvider, DockerProviderError, MATERIALIZATION_REVISION,
     PROVIDER_ID, PROVIDER_REVISION,

@@ -244,6 +244,7 @@ impl Inner {
         self.prepare_mount_points(id, request)
             .map_err(|m| provider_error(OP, m))?;
         self.start_container(OP, &rec).await?;
+        self.capture_exec_route(&rec).await;
         rec.state = InstanceState::Active;
         self.save_instance(OP, &rec)?;
         Ok(rec)

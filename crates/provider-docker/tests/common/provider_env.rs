@@ -42,6 +42,18 @@ impl ProviderEnv {
         egress: EgressConfig,
         pool_size: usize,
     ) -> ProviderEnv {
+        Self::with_exec_path(test, docker, egress, pool_size, None).await
+    }
+
+    /// As [`ProviderEnv::with_egress`], with the exec path chosen (`None`:
+    /// `CHECKFU_DOCKER_EXEC`, else the host path).
+    pub async fn with_exec_path(
+        test: &str,
+        docker: checkfu_sandbox_docker::Docker,
+        egress: EgressConfig,
+        pool_size: usize,
+        exec_path: Option<checkfu_sandbox_docker::ExecPath>,
+    ) -> ProviderEnv {
         let pinned = super::fixture_ref(&docker).await;
         let (scope, state_dir) = checkfu_test_support::docker::scope_for(test);
         let provider = DockerProvider::with_egress(
@@ -51,6 +63,7 @@ impl ProviderEnv {
                 scope: scope.clone(),
                 clock: Arc::new(SystemClock),
                 pool_size,
+                exec_path,
             },
             egress,
             EgressSupport::probe_cached(),

@@ -10,8 +10,8 @@ use checkfu_sandbox_hostfs::records;
 
 use crate::cgroup::{self, CgroupVersion};
 use crate::image::ImageStore;
-use crate::process::ProcessTable;
 use crate::store::{InstanceRecord, Layout, RootMode, SnapshotRecord};
+use checkfu_sandbox_hostfs::process::ProcessTable;
 
 /// The provider id instances echo as `provider`.
 pub const PROVIDER_ID: &str = "linux";
@@ -121,7 +121,7 @@ pub(crate) struct Inner {
     pub(crate) workload_user: WorkloadUser,
     pub(crate) cgroup_version: Option<CgroupVersion>,
     pub(crate) root_mode: RootMode,
-    pub(crate) seccomp: seccompiler::BpfProgram,
+    pub(crate) seccomp: checkfu_sandbox_hostexec::seccomp::SeccompFilter,
     /// instance id -> reservation token of its one live process.
     pub(crate) processes: Arc<ProcessTable>,
     /// beginActiveWrite's step hook (crash tests).

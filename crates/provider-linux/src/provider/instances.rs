@@ -71,19 +71,7 @@ fn inside(root: &Path, sandbox_path: &str) -> PathBuf {
     root.join(sandbox_path.trim_start_matches('/'))
 }
 
-/// Field 22 of `/proc/<pid>/stat` (start time in clock ticks), if the
-/// process exists; `None` for a zombie too.
-// The kernel's process table, never a workload tree.
-#[allow(clippy::disallowed_methods)]
-pub(crate) fn start_ticks(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
-        return None;
-    }
-    fields.get(19)?.parse().ok()
-}
+pub(crate) use checkfu_sandbox_hostexec::command::start_ticks;
 
 /// Prepares the writable root layer: `upper/`, `work/` and the mount
 /// point `root/` (overlay), or a private copy of the image in `root/`;

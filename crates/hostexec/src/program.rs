@@ -1,5 +1,5 @@
 //! The command's own `execve`, made by the command child
-//! [`crate::spawn::enter`] starts, in place of the standard library's `execvp`.
+//! [`crate::enter`] starts, in place of the standard library's `execvp`.
 //!
 //! `execvp` runs a file the kernel refuses with `ENOEXEC` through
 //! `/bin/sh` (a shell's fallback), and searches empty `PATH` elements as

@@ -1,4 +1,4 @@
-//! openProcess over a command in the instance ([`crate::spawn::enter`]).
+//! openProcess over a command in a workload ([`crate::command::prepare`]).
 //!
 //! The provider keeps at most one live process per instance: the
 //! reservation is taken before the exec starts and released when the
@@ -19,7 +19,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 /// Bound on a process teardown (kill, then wait for the exit).
 const DESTROY_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
-pub(crate) use checkfu_sandbox_hostfs::process::{ProcessTable, Reservation};
+use checkfu_sandbox_hostfs::process::Reservation;
 
 /// The settled exit of a process, shared by every waiter.
 type ExitCell = tokio::sync::watch::Receiver<Option<std::process::ExitStatus>>;
@@ -170,7 +170,12 @@ impl futures_util::io::AsyncWrite for Input {
 
 /// Turns a spawned command into the contract's live process and arranges
 /// for the reservation to be released when it exits.
-pub(crate) fn wrap(
+///
+/// # Errors
+///
+/// The provider's error when one of the child's pipes is missing (it
+/// was not spawned with [`crate::command::spawn_piped`]).
+pub fn wrap(
     reservation: Reservation,
     mut child: tokio::process::Child,
     evidence: SandboxProcessEvidence,
@@ -214,4 +219,31 @@ pub(crate) fn wrap(
         }),
         evidence,
     })
+}
+
+/// A process whose program never ran: `wait` settles at once with `code`
+/// (126 or 127), the output is empty, the error stream carries `message`,
+/// input is discarded; the reservation is released.
+pub fn launch_failed(
+    reservation: Reservation,
+    code: u8,
+    message: String,
+    evidence: SandboxProcessEvidence,
+) -> SandboxProcess {
+    use std::os::unix::process::ExitStatusExt as _;
+    reservation.release();
+    let (_tx, rx) = tokio::sync::watch::channel(Some(std::process::ExitStatus::from_raw(
+        i32::from(code) << 8,
+    )));
+    SandboxProcess {
+        input: Box::pin(futures_util::io::sink()),
+        output: Box::pin(futures_util::io::empty()),
+        error: Box::pin(futures_util::io::Cursor::new(message.into_bytes())),
+        control: Arc::new(Control {
+            reservation,
+            pid: None,
+            exit: rx,
+        }),
+        evidence,
+    }
 }

@@ -1,6 +1,21 @@
-//! Entering an instance to run a command: the `pre_exec` body of the
-//! command's `std::process::Command` (C' in the module documentation of
-//! [`crate::spawn`]) and the processes it starts.
+//! Entering a running workload to run a command: the `pre_exec` body of
+//! the command's `std::process::Command` (C') and the processes it starts.
+//!
+//! # Shape
+//!
+//! ```text
+//! provider ──fork──▶ C' (host) join cgroups, setns(workload) chroot ──clone(VM)──▶ G1 (workload pid ns)
+//!   (std Command)     └ mirrors G1's status,                      unshare(pid) ──clone(VM)──▶ G': pid 1 of a
+//!                       forwards signals                                                     nested namespace
+//!                                                                    └ clone(VM, VFORK) ▶ G'': confine, exec
+//! ```
+//!
+//! Every command runs as the child of the pid 1 (G') of a PID namespace of
+//! its own, nested in the workload's: when the command exits, or G' is
+//! killed (C' killed: `PR_SET_PDEATHSIG`), the kernel kills everything
+//! left in that namespace, so neither a background child nor `setsid`
+//! outlives the command. Killing the workload's own pid 1 kills every
+//! process of it and of every nested namespace.
 //!
 //! # Why the chain shares one address space
 //!
@@ -27,30 +42,33 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use super::{close_from, errno, read_full, write_all};
-use crate::exec::ProgramPlan;
+use crate::program::ProgramPlan;
+use crate::seccomp::SeccompFilter;
+use crate::sys::{close_from, errno, read_full, write_all};
+use crate::Credentials;
 
-/// Everything a command needs to enter an instance, prepared before the
+/// Everything a command needs to enter a workload, prepared before the
 /// fork. Descriptors are `O_CLOEXEC`: a successful `exec` closes them.
 #[derive(Debug)]
 pub(crate) struct EnterPlan {
-    /// `/proc/<init>/ns/{ipc,uts,net,pid,mnt}`, in that order.
+    /// Namespace files of the workload's pid 1, entered in this order
+    /// (the mount namespace last).
     pub(crate) namespaces: Vec<OwnedFd>,
-    /// `/proc/<init>/root`.
+    /// `/proc/<pid 1>/root`.
     pub(crate) root: OwnedFd,
     /// `cgroup.procs` (or `tasks`) files to join.
     pub(crate) cgroups: Vec<OwnedFd>,
-    /// Working directory inside the instance.
+    /// Working directory inside the workload.
     pub(crate) working_directory: CString,
     /// Messages written to stderr (then exit 126) when `chdir` fails with
     /// ENOENT, ENOTDIR, EACCES or anything else.
     pub(crate) chdir_messages: [Vec<u8>; 4],
-    /// The workload's uid and gid.
-    pub(crate) uid: u32,
-    /// The compiled seccomp filter.
-    pub(crate) seccomp: seccompiler::BpfProgram,
+    /// The user, group and supplementary groups the command runs as.
+    pub(crate) credentials: Credentials,
+    /// The seccomp filters, oldest first, each installed as it is.
+    pub(crate) filters: Vec<SeccompFilter>,
     /// The program to exec (its own `execve` and `PATH` lookup,
-    /// [`crate::exec`]); `None` is refused before anything is cloned.
+    /// [`crate::program`]); `None` is refused before anything is cloned.
     pub(crate) exec: Option<ProgramPlan>,
 }
 
@@ -283,7 +301,7 @@ extern "C" fn namespace_main(arg: *mut libc::c_void) -> libc::c_int {
 }
 
 /// G'': drops to the workload user, empties every capability set, sets
-/// `no_new_privs`, loads the seccomp filter and execs the program.
+/// `no_new_privs`, loads the seccomp filters and execs the program.
 extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is G1's `Chain`; G' is suspended until this process
     // execs or exits (CLONE_VFORK).
@@ -309,10 +327,15 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
         }
         // Raw system calls: the C library's wrappers would broadcast the
         // change to the threads it believes this process has.
-        let id = libc::c_long::from(plan.uid);
-        if libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) != 0
-            || libc::syscall(libc::SYS_setresgid, id, id, id) != 0
-            || libc::syscall(libc::SYS_setresuid, id, id, id) != 0
+        let creds = &plan.credentials;
+        let (uid, gid) = (libc::c_long::from(creds.uid), libc::c_long::from(creds.gid));
+        if libc::syscall(
+            libc::SYS_setgroups,
+            creds.groups.len(),
+            creds.groups.as_ptr(),
+        ) != 0
+            || libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0
+            || libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0
         {
             fail(chain.launch, enter_code(6));
         }
@@ -351,10 +374,12 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             fail(chain.launch, enter_code(8));
         }
-        if seccompiler::apply_filter(&plan.seccomp).is_err() {
-            fail(chain.launch, enter_code(9));
+        for filter in &plan.filters {
+            if crate::seccomp::install(filter) != 0 {
+                fail(chain.launch, enter_code(9));
+            }
         }
-        let failed = crate::exec::exec_program(chain.exec);
+        let failed = crate::program::exec_program(chain.exec);
         fail(
             chain.launch,
             failed

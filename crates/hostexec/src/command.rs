@@ -1,0 +1,319 @@
+//! Building a command that enters a running workload ([`crate::enter`]),
+//! and mapping what `spawn` reports onto launch failures.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+
+use checkfu_sandbox_contract::{Operation, SandboxCommand, SandboxError, SandboxProcessRequest};
+use checkfu_sandbox_hostfs::errors::provider_error;
+
+use crate::enter::{EnterPlan, ENTER_FAILURE_BASE};
+use crate::program::ProgramPlan;
+use crate::seccomp::SeccompFilter;
+
+/// The user a command runs as: uid, gid and supplementary groups (set
+/// with `setgroups`, `setresgid`, `setresuid`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// Real, effective, saved and file-system uid.
+    pub uid: u32,
+    /// Real, effective, saved and file-system gid.
+    pub gid: u32,
+    /// Supplementary groups (empty: none).
+    pub groups: Vec<u32>,
+}
+
+/// Where a command enters and what confines it, opened for one command.
+/// Every descriptor is `O_CLOEXEC`.
+#[derive(Debug)]
+pub struct Target {
+    /// Namespace files of the workload's pid 1 (`/proc/<pid>/ns/<name>`),
+    /// entered in this order; put `mnt` last.
+    pub namespaces: Vec<OwnedFd>,
+    /// `/proc/<pid 1>/root`, where the command is `chroot`ed.
+    pub root: OwnedFd,
+    /// `cgroup.procs` (or v1 `tasks`) files, open for writing, joined
+    /// before any namespace is entered.
+    pub cgroups: Vec<OwnedFd>,
+    /// The user the command runs as.
+    pub credentials: Credentials,
+    /// Seccomp filters, oldest first, installed after `no_new_privs`.
+    pub filters: Vec<SeccompFilter>,
+}
+
+/// What a command runs: the program, its arguments, the environment the
+/// request adds and the working directory inside the workload.
+#[derive(Debug, Clone, Copy)]
+pub struct Program<'a> {
+    /// The executable, a bare name (looked up along `PATH`) or a path.
+    pub executable: &'a str,
+    /// The arguments after argv\[0\].
+    pub arguments: &'a [String],
+    /// The request's environment (over the workload's).
+    pub environment: &'a BTreeMap<String, String>,
+    /// The working directory, absolute.
+    pub working_directory: &'a str,
+}
+
+impl<'a> Program<'a> {
+    /// The program of an execute request.
+    pub fn of_command(c: &'a SandboxCommand) -> Program<'a> {
+        Program {
+            executable: &c.executable,
+            arguments: &c.arguments,
+            environment: &c.environment,
+            working_directory: &c.working_directory,
+        }
+    }
+
+    /// The program of an openProcess request.
+    pub fn of_process(r: &'a SandboxProcessRequest) -> Program<'a> {
+        Program {
+            executable: &r.executable,
+            arguments: &r.arguments,
+            environment: &r.environment,
+            working_directory: &r.working_directory,
+        }
+    }
+}
+
+/// Opens `/proc/<pid>/ns/<ns>` (the kernel's namespace file of `pid`).
+///
+/// # Errors
+///
+/// The open's error (`ENOENT` when `pid` is gone).
+pub fn open_namespace(pid: i32, ns: &str) -> std::io::Result<OwnedFd> {
+    // The kernel's namespace file, not a workload-controlled path.
+    #[allow(clippy::disallowed_methods)]
+    let f = std::fs::File::open(format!("/proc/{pid}/ns/{ns}"))?;
+    Ok(f.into())
+}
+
+/// Opens `/proc/<pid>/root`: the root directory of `pid` as the kernel
+/// resolves it for that process.
+///
+/// # Errors
+///
+/// The open's error.
+pub fn open_root(pid: i32) -> std::io::Result<OwnedFd> {
+    // The kernel's link to the process's root, not a workload path.
+    #[allow(clippy::disallowed_methods)]
+    let f = std::fs::File::open(format!("/proc/{pid}/root"))?;
+    Ok(f.into())
+}
+
+/// The start time of `pid` in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`), or `None` when it is gone or a zombie: with the
+/// pid, what names one process for its whole life.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    // The kernel's view of a process, not a workload-controlled path.
+    #[allow(clippy::disallowed_methods)]
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow
+    // the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+fn chdir_message(dir: &str, what: &str) -> Vec<u8> {
+    format!("chdir to {dir:?}: {what}\n").into_bytes()
+}
+
+/// A `Command` for `program`'s executable and arguments with exactly
+/// `environment` (the workload's with the request's over it), run in its
+/// working directory inside `target`: the command
+/// joins its cgroups, enters its namespaces and root, runs in a PID
+/// namespace of its own nested in the workload's, as its credentials with
+/// no capability, `no_new_privs` and its seccomp filters, and is exec'd
+/// with its own `execve` and `PATH` lookup ([`crate::program`]). stdio is
+/// left to the caller; the command is killed when dropped.
+///
+/// # Errors
+///
+/// `invalid_request` when the working directory, the executable, an
+/// argument or the environment holds a NUL byte (before anything forks).
+pub fn prepare(
+    operation: Operation,
+    target: Target,
+    program: Program<'_>,
+    environment: &BTreeMap<String, String>,
+) -> Result<tokio::process::Command, SandboxError> {
+    let Program {
+        executable,
+        arguments,
+        working_directory,
+        ..
+    } = program;
+    let working = CString::new(working_directory).map_err(|_| {
+        SandboxError::invalid_request(
+            operation,
+            "working_directory",
+            "no NUL byte",
+            working_directory,
+        )
+    })?;
+    let program = ProgramPlan::new(executable, arguments, environment).ok_or_else(|| {
+        SandboxError::invalid_request(operation, "command", "no NUL byte", executable)
+    })?;
+    let Target {
+        namespaces,
+        root,
+        cgroups,
+        credentials,
+        filters,
+    } = target;
+    let plan = EnterPlan {
+        namespaces,
+        root,
+        cgroups,
+        working_directory: working,
+        chdir_messages: [
+            chdir_message(working_directory, "no such file or directory"),
+            chdir_message(working_directory, "not a directory"),
+            chdir_message(working_directory, "permission denied"),
+            chdir_message(working_directory, "cannot change into it"),
+        ],
+        credentials,
+        filters,
+        exec: Some(program),
+    };
+    // `Command` keeps the same program, arguments and environment (for
+    // its own bookkeeping); the program is exec'd by the plan.
+    let mut command = tokio::process::Command::new(executable);
+    command
+        .args(arguments)
+        .env_clear()
+        .envs(environment)
+        .kill_on_drop(true);
+    // SAFETY: `enter` only makes system calls on its plan, which the
+    // closure owns and which was fully built before the fork; the
+    // program is exec'd by `crate::program::exec_program` inside it.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || crate::enter::enter(&plan));
+    }
+    Ok(command)
+}
+
+/// How a spawn failed.
+#[derive(Debug)]
+pub enum SpawnFailure {
+    /// The program could not be executed: a launch failure the command's
+    /// result reports (exit code 126 or 127, the reason on stderr).
+    Launch {
+        /// 126 or 127.
+        code: u8,
+        /// The message for stderr.
+        message: String,
+    },
+    /// The provider could not enter the workload.
+    Provider(SandboxError),
+}
+
+/// Maps a failed `spawn` onto a launch failure (the program could not be
+/// executed) or a provider failure (the workload could not be entered).
+pub fn spawn_failure(operation: Operation, executable: &str, e: &std::io::Error) -> SpawnFailure {
+    let Some(raw) = e.raw_os_error() else {
+        return SpawnFailure::Provider(provider_error(operation, format!("spawn: {e}")));
+    };
+    if raw >= ENTER_FAILURE_BASE {
+        let step = (raw - ENTER_FAILURE_BASE) / 1000;
+        let errno = (raw - ENTER_FAILURE_BASE) % 1000;
+        return SpawnFailure::Provider(provider_error(
+            operation,
+            format!(
+                "entering the instance failed at {}: {}",
+                crate::enter::enter_step_name(step),
+                std::io::Error::from_raw_os_error(errno)
+            ),
+        ));
+    }
+    let (code, what) = match raw {
+        libc::ENOENT => (127, "no such file or directory"),
+        libc::EACCES => (126, "permission denied"),
+        libc::EISDIR => (126, "is a directory"),
+        libc::ENOTDIR => (126, "not a directory"),
+        libc::E2BIG => (126, "argument list too long"),
+        libc::ENOEXEC => (126, "exec format error"),
+        libc::ELOOP => (126, "too many levels of symbolic links"),
+        libc::ETXTBSY => (126, "text file busy"),
+        _ => {
+            return SpawnFailure::Provider(provider_error(
+                operation,
+                format!("exec {executable:?}: {e}"),
+            ))
+        }
+    };
+    let message = if raw == libc::ENOENT && !executable.contains('/') {
+        // A bare name found nowhere along `PATH`: runc's words, as
+        // `docker exec` reports it.
+        format!("exec: {executable:?}: executable file not found in $PATH\n")
+    } else {
+        format!("exec {executable:?}: {what}\n")
+    };
+    SpawnFailure::Launch { code, message }
+}
+
+/// A process spawned for openProcess, or the launch failure that kept
+/// its program from running.
+#[derive(Debug)]
+pub enum Opened {
+    /// The program runs.
+    Running(tokio::process::Child),
+    /// The program could not be executed.
+    Launch {
+        /// 126 or 127.
+        code: u8,
+        /// The reason, for the error stream.
+        message: String,
+    },
+}
+
+/// Spawns `command` with piped stdin, stdout and stderr for openProcess.
+///
+/// # Errors
+///
+/// The provider's error when the workload could not be entered.
+pub fn spawn_opened(
+    operation: Operation,
+    mut command: tokio::process::Command,
+    executable: &str,
+) -> Result<Opened, SandboxError> {
+    use std::process::Stdio;
+    match command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => Ok(Opened::Running(child)),
+        Err(e) => match spawn_failure(operation, executable, &e) {
+            SpawnFailure::Provider(e) => Err(e),
+            SpawnFailure::Launch { code, message } => Ok(Opened::Launch { code, message }),
+        },
+    }
+}
+
+/// As [`spawn_opened`], with a launch failure as the provider's error
+/// naming it.
+///
+/// # Errors
+///
+/// As [`spawn_failure`], both kinds as `provider_error`.
+pub fn spawn_piped(
+    operation: Operation,
+    command: tokio::process::Command,
+    executable: &str,
+) -> Result<tokio::process::Child, SandboxError> {
+    match spawn_opened(operation, command, executable)? {
+        Opened::Running(child) => Ok(child),
+        Opened::Launch { message, .. } => {
+            Err(provider_error(operation, message.trim_end().to_owned()))
+        }
+    }
+}

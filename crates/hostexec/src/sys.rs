@@ -1,0 +1,67 @@
+//! Async-signal-safe helpers for code that runs between `fork` and
+//! `exec` (this crate's command chain and the Linux provider's instance
+//! init): no allocation, no locks, only system calls on caller buffers.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// The calling thread's `errno` (0 when none is set).
+pub fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Writes all of `buf` to `fd`, retrying on `EINTR`; stops silently at
+/// the first other failure.
+pub fn write_all(fd: RawFd, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is a valid slice for its length.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            return;
+        }
+        buf = &buf[n.unsigned_abs()..];
+    }
+}
+
+/// Reads exactly `buf.len()` bytes unless end of file comes first;
+/// returns how many were read.
+pub fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: the pointer and length stay within `buf`.
+        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        got += n.unsigned_abs();
+    }
+    got
+}
+
+/// Closes every descriptor from `from` on, except `keep`.
+pub fn close_from(from: u32, keep: Option<RawFd>) {
+    match keep.and_then(|k| u32::try_from(k).ok()) {
+        Some(k) if k >= from => {
+            // SAFETY: close_range only closes descriptors.
+            unsafe {
+                if k > from {
+                    libc::syscall(libc::SYS_close_range, from, k - 1, 0);
+                }
+                libc::syscall(libc::SYS_close_range, k + 1, u32::MAX, 0);
+            }
+        }
+        _ => {
+            // SAFETY: as above.
+            unsafe {
+                libc::syscall(libc::SYS_close_range, from, u32::MAX, 0);
+            }
+        }
+    }
+}
