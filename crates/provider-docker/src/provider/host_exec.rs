@@ -102,7 +102,8 @@ pub(crate) struct HostTarget {
     start_ticks: u64,
     /// Namespaces to enter, in order (`mnt` last).
     namespaces: Vec<&'static str>,
-    /// The init's `cgroup.procs` file in every hierarchy it is in.
+    /// The join file (v1 `tasks`, v2 `cgroup.procs`) of the init's
+    /// cgroup in every hierarchy it is in.
     cgroup_procs: Vec<PathBuf>,
     credentials: Credentials,
     filters: Vec<SeccompFilter>,
@@ -223,7 +224,8 @@ fn confinement(status: &str) -> Result<(Credentials, usize), String> {
     Ok((credentials, filters))
 }
 
-/// The `cgroup.procs` files of the cgroups of `/proc/<pid>/cgroup`
+/// The files through which a command joins the cgroups of
+/// `/proc/<pid>/cgroup` (v1 `tasks`, v2 `cgroup.procs`)
 /// (`cgroup`), found through the cgroup mounts of `mountinfo`; every
 /// hierarchy must be mounted here, and one path must name `container_id`
 /// (the pid is that container's, on this machine).
@@ -258,7 +260,7 @@ fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<Vec
                 *t == "cgroup" && controllers.split(',').all(|c| opts.contains(&c))
             }
         });
-        let Some((_, _, root, point)) = mount else {
+        let Some((fstype, _, root, point)) = mount else {
             return Err(format!(
                 "the cgroup hierarchy {controllers:?} is not mounted here"
             ));
@@ -268,10 +270,18 @@ fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<Vec
             .ok_or(format!(
                 "cgroup {path:?} is outside its mount's root {root:?}"
             ))?;
+        // A v1 hierarchy is joined through `tasks`: a single-threaded
+        // writer moves under `cgroup_mutex` alone, without the global
+        // thread-group lock and its RCU grace period (decision 043).
+        let join_file = if *fstype == "cgroup2" {
+            "cgroup.procs"
+        } else {
+            "tasks"
+        };
         files.push(
             PathBuf::from(point)
                 .join(relative.trim_start_matches('/'))
-                .join("cgroup.procs"),
+                .join(join_file),
         );
     }
     if !named {
@@ -523,8 +533,8 @@ NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n";
         assert_eq!(
             files,
             [
-                PathBuf::from("/sys/fs/cgroup/memory/docker/abc/cgroup.procs"),
-                PathBuf::from("/sys/fs/cgroup/systemd/docker/abc/cgroup.procs"),
+                PathBuf::from("/sys/fs/cgroup/memory/docker/abc/tasks"),
+                PathBuf::from("/sys/fs/cgroup/systemd/docker/abc/tasks"),
                 PathBuf::from("/sys/fs/cgroup/unified/docker/abc/cgroup.procs"),
             ]
         );
