@@ -194,6 +194,32 @@ pub struct StoredImage {
     pub env: Vec<String>,
 }
 
+/// The mount points every instance has (`/proc`, `/dev`, the output
+/// tree), absolute.
+pub const STANDARD_MOUNT_POINTS: [&str; 3] = [
+    "/proc",
+    "/dev",
+    checkfu_sandbox_contract::bounds::OUTPUT_PATH,
+];
+
+/// Adds the [`STANDARD_MOUNT_POINTS`] an unpacked tree lacks, as
+/// directories mode 0755 owned by root, without following links: an
+/// instance then needs none of them in its writable layer. A point the
+/// image holds as something else (a link, a file) is left for the
+/// instance's own preparation to refuse by name.
+fn add_mount_points(tree: &Path) {
+    let Ok(fd) = checkfu_sandbox_contained::open_root(tree) else {
+        return;
+    };
+    for p in STANDARD_MOUNT_POINTS {
+        let _ = checkfu_sandbox_contained::create_dirs_beneath(
+            fd.as_fd(),
+            Path::new(p.trim_start_matches('/')),
+            None,
+        );
+    }
+}
+
 /// The image store under `<state_dir>/images`.
 #[derive(Debug, Clone)]
 pub struct ImageStore {
@@ -517,6 +543,7 @@ impl ImageStore {
                 let bytes = self.read_blob(&l.digest)?;
                 apply_layer(&bytes, &tmp)?;
             }
+            add_mount_points(&tmp);
             Ok(())
         })();
         if let Err(e) = res {

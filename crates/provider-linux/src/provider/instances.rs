@@ -119,10 +119,23 @@ pub(super) fn prepare_root(
         }
     };
     let layer_fd = contained::open_root(&layer).map_err(|e| chain(&e))?;
+    // A mount point the image's shared tree already holds as a directory
+    // (the standard ones are added when an image is unpacked) needs nothing
+    // in the writable layer: fewer directories to make and to remove.
+    let lower_fd = match rec.root_mode {
+        RootMode::Overlay => contained::open_root(&lower).ok(),
+        RootMode::Copy => None,
+    };
     let mut points: Vec<&str> = rec.request.mounts.iter().map(|m| m.path.as_str()).collect();
-    points.extend([OUTPUT_PATH, "/proc", "/dev"]);
+    points.extend(crate::image::STANDARD_MOUNT_POINTS);
     for p in points {
         let rel = Path::new(p.trim_start_matches('/'));
+        let in_image = lower_fd
+            .as_ref()
+            .is_some_and(|fd| contained::open_dir_beneath_nofollow(fd.as_fd(), rel).is_ok());
+        if in_image {
+            continue;
+        }
         contained::create_dirs_beneath(layer_fd.as_fd(), rel, None)
             .map(drop)
             .map_err(|e| format!("mount point {p}: {}", chain(&e)))?;
