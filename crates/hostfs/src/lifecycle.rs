@@ -240,12 +240,9 @@ pub async fn clone_snapshot<H: HostLifecycle>(
     const OP: Operation = op::CLONE_SNAPSHOT;
     let source = inner.load_snapshot(OP, &request.source.snapshot_id)?;
     if *source.snapshot() != request.source {
-        return Err(SandboxError::invalid_request(
-            OP,
-            "source",
-            format!("{:?}", source.snapshot()),
-            format!("{:?}", request.source),
-        ));
+        let (field, recorded, given) =
+            snapshot_mismatch("source", source.snapshot(), &request.source);
+        return Err(SandboxError::invalid_request(OP, field, recorded, given));
     }
     let cid = fresh_snapshot_id(&**inner);
     let rollback = Arc::new(SnapshotRollback {
@@ -342,12 +339,9 @@ pub async fn resume<H: HostLifecycle>(
     inner.admit(OP, &request.request)?;
     let source = inner.load_snapshot(OP, &request.snapshot.snapshot_id)?;
     if *source.snapshot() != request.snapshot {
-        return Err(SandboxError::invalid_request(
-            OP,
-            "snapshot",
-            format!("{:?}", source.snapshot()),
-            format!("{:?}", request.snapshot),
-        ));
+        let (field, recorded, given) =
+            snapshot_mismatch("snapshot", source.snapshot(), &request.snapshot);
+        return Err(SandboxError::invalid_request(OP, field, recorded, given));
     }
     let id = fresh_instance_id(&**inner);
     let rollback = Arc::new(InstanceRollback {
@@ -364,5 +358,70 @@ pub async fn resume<H: HostLifecycle>(
             let _ = rollback.rollback().await;
             Err(e)
         }
+    }
+}
+
+/// Where a request's snapshot differs from the recorded one: the first
+/// differing field as `<prefix>.<field>`, with the recorded value (what
+/// was expected) and the request's, each as JSON.
+fn snapshot_mismatch(
+    prefix: &str,
+    recorded: &SandboxSnapshot,
+    given: &SandboxSnapshot,
+) -> (String, String, String) {
+    let as_map = |s: &SandboxSnapshot| match serde_json::to_value(s) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    let (r, g) = (as_map(recorded), as_map(given));
+    let null = serde_json::Value::Null;
+    r.keys()
+        .chain(g.keys())
+        .find(|k| r.get(*k) != g.get(*k))
+        .map(|k| {
+            (
+                format!("{prefix}.{k}"),
+                r.get(k).unwrap_or(&null).to_string(),
+                g.get(k).unwrap_or(&null).to_string(),
+            )
+        })
+        .unwrap_or_else(|| {
+            (
+                prefix.to_owned(),
+                "the recorded snapshot".to_owned(),
+                "a snapshot that differs from it".to_owned(),
+            )
+        })
+}
+
+#[cfg(test)]
+mod mismatch_tests {
+    use super::*;
+
+    #[test]
+    fn a_differing_snapshot_is_named_by_its_first_differing_field_with_both_values() {
+        let at = |t: &str| Timestamp::parse(t).unwrap_or_else(|e| panic!("fixture: {e}"));
+        let recorded = SandboxSnapshot {
+            snapshot_id: "s-1".into(),
+            provider: "linux".into(),
+            placement: Placement::Runner,
+            source_instance_id: "i-1".into(),
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            profile_id: "prof".into(),
+            profile_version: 1,
+            profile_digest: Digest::from_sha256_bytes([7; 32]),
+            created_at: at("2030-01-01T00:00:00.000Z"),
+            expires_at: at("2030-01-02T00:00:00.000Z"),
+        };
+        let mut given = recorded.clone();
+        given.expires_at = recorded.expires_at.add_seconds(60);
+        let (field, want, got) = snapshot_mismatch("snapshot", &recorded, &given);
+        assert_eq!(field, "snapshot.expires_at");
+        assert_eq!(want, serde_json::json!(recorded.expires_at).to_string());
+        assert_eq!(got, serde_json::json!(given.expires_at).to_string());
+        assert_ne!(want, got);
+        let (field, ..) = snapshot_mismatch("source", &recorded, &recorded.clone());
+        assert_eq!(field, "source");
     }
 }
