@@ -310,6 +310,16 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY (rest): system calls on buffers prepared before the fork.
     unsafe {
         libc::close(chain.status);
+        // Nothing but stdio reaches the program: descriptors the provider
+        // inherited without close-on-exec (its own caller's, say) would
+        // otherwise be the workload's way to host files. Marked, not
+        // closed: the launch pipe must stay open until the exec.
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         unblock_all();
         if libc::chdir(plan.working_directory.as_ptr()) != 0 {

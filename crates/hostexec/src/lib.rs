@@ -1,6 +1,6 @@
 //! Starting a command inside a running Linux workload from the host,
 //! shared by the Linux provider (its instances) and the Docker provider
-//! (a local daemon's containers, decision `hx-docker-host-exec`):
+//! (a local daemon's containers, decision 045):
 //!
 //! * [`command`]: the workload a command enters ([`command::Target`]:
 //!   namespaces, root, cgroups, [`Credentials`], seccomp filters) and the

@@ -1,4 +1,4 @@
-//! The host exec path (decision `hx-docker-host-exec`): a command entered
+//! The host exec path (decision 045): a command entered
 //! from the host runs with exactly the confinement `docker exec` gives the
 //! same container (user, groups, capability sets, `no_new_privs`, seccomp
 //! mode and filter count, cgroups, namespaces but the PID namespace, which
@@ -162,5 +162,32 @@ async fn the_daemon_path_is_taken_when_chosen() {
     // A daemon exec runs in the container's own PID namespace.
     let r = env.run(id, &["sh", "-c", PID_NS]).await;
     assert_eq!(text(&r.stdout_base64.0).trim(), "same", "{r:?}");
+    env.adapter.destroy(id).await.expect("destroy");
+}
+
+/// A descriptor the provider's process holds without close-on-exec (one
+/// its own caller left open, say) does not reach a host-path command, as
+/// it does not reach a `docker exec` one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptors_of_the_provider_process_do_not_reach_a_host_path_command() {
+    let test = "descriptors_of_the_provider_process_do_not_reach_a_host_path_command";
+    let Some((env, id)) = active_with(test, ExecPath::Host).await else {
+        return;
+    };
+    let id = id.as_str();
+    assert_eq!(env.provider.exec_route(id), ExecRoute::Host);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = dir.path().join("inherited-secret");
+    std::fs::write(&secret, "inherited secret").expect("secret");
+    let held = checkfu_test_support::fds::hold_inheritable(&secret);
+    let probe = format!("cat /proc/self/fd/{held} 2>/dev/null; ls /proc/self/fd");
+    let r = env.run(id, &["sh", "-c", &probe]).await;
+    checkfu_test_support::fds::release_inheritable(held);
+    let out = text(&r.stdout_base64.0);
+    assert!(!out.contains("inherited secret"), "{out}");
+    assert!(
+        !out.split_whitespace().any(|f| f == held.to_string()),
+        "descriptor {held} reached the command: {out}"
+    );
     env.adapter.destroy(id).await.expect("destroy");
 }

@@ -336,3 +336,28 @@ async fn cgroup_limits_hold_the_workload() {
     assert_eq!((code, out.as_str()), (0, "alive\n"));
     s.close().await;
 }
+
+/// A descriptor the provider's process holds without close-on-exec (one
+/// its own caller left open, say) does not reach the workload: it would
+/// be a handle on host files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptors_of_the_provider_process_do_not_reach_the_workload() {
+    let Some(s) = Sandbox::start("linux_escape_fds").await else {
+        return;
+    };
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("inherited-secret");
+    std::fs::write(&secret, "inherited secret").unwrap();
+    let held = checkfu_test_support::fds::hold_inheritable(&secret);
+    let probe = format!("cat /proc/self/fd/{held} 2>/dev/null; ls /proc/self/fd");
+    assert!(
+        host_sh(&probe).contains("inherited secret"),
+        "the probe reads it on the host"
+    );
+    let (_, out, _) = s.sh(&probe).await;
+    assert!(!out.contains("inherited secret"), "{out}");
+    let fds: Vec<&str> = out.split_whitespace().collect();
+    assert!(!fds.contains(&held.to_string().as_str()), "{out}");
+    checkfu_test_support::fds::release_inheritable(held);
+    s.close().await;
+}

@@ -20,5 +20,6 @@
 pub mod cli;
 #[cfg(feature = "docker")]
 pub mod docker;
+pub mod fds;
 pub mod gate;
 pub mod hooked;

@@ -1,4 +1,4 @@
-//! The host-side exec path (decision `hx-docker-host-exec`): where the
+//! The host-side exec path (decision 045): where the
 //! daemon is local and the provider runs as root, execute and openProcess
 //! start a command by entering the running container from the host
 //! ([`checkfu_sandbox_hostexec`], the Linux provider's code) instead of

@@ -43,7 +43,7 @@ pub struct DockerConfig {
     pub pool_size: usize,
     /// The exec path of execute and openProcess; `None`: the one
     /// [`crate::EXEC_PATH_ENV`] names, else [`ExecPath::Host`] (the host path
-    /// where it is available, decision `hx-docker-host-exec`).
+    /// where it is available, decision 045).
     pub exec_path: Option<ExecPath>,
 }
 
