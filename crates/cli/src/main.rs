@@ -50,7 +50,20 @@ Exit status, the same for every subcommand (each one's --help gives its own):
   `run` exits with the workload's own status, 124 past --timeout, 126 when the
   command could not be executed, 127 when it was not found
   128+N after signal N (129 HUP, 130 INT, 131 QUIT, 143 TERM): the sandbox is destroyed first
-  141  stdout was closed by its reader (as a SIGPIPE death)"
+  141  stdout was closed by its reader (as a SIGPIPE death)
+
+Environment:
+  CHECKFU_STATE_DIR           state directory (default /var/lib/checkfu/sandbox for root,
+                              else $XDG_STATE_HOME/checkfu/sandbox or ~/.local/state/checkfu/sandbox)
+  CHECKFU_SCOPE               the scope the CLI's objects carry and cleanup sweeps (default cli)
+  CHECKFU_PROVIDERS           the registry of enrolled providers (see `add`)
+  CHECKFU_CACHE_DIR           where the fixture's busybox is cached (default $XDG_CACHE_HOME/checkfu)
+  CHECKFU_DOCKER_POOL         Docker warm-pool size, 0 disables it (default 0 for run, capabilities
+                              and cleanup; the provider's default for test and serve)
+  CHECKFU_DOCKER_EXEC         how Docker commands start: host (enter the container from the host,
+                              where this host allows it; the default) or daemon (docker's exec API)
+  CHECKFU_SNAPSHOT_MAX_BYTES  host bytes one snapshot may take (default 4 GiB)
+  CHECKFU_OUTPUT_MAX_BYTES    host bytes --outputs may write (default 1 GiB)"
     )]
     Sandbox(SandboxCommand),
     /// Print a shell completion script for bash, zsh or fish.

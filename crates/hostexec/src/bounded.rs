@@ -168,21 +168,21 @@ pub async fn run(
         }
         Ok(Ok(Err(stream))) => {
             // Killing the supervisor kills the command's namespace.
-            let _ = child.kill().await;
+            crate::command::kill_chain(&mut child).await;
             Err(SandboxError::SandboxOutputLimitExceeded {
                 stream,
                 limit_bytes: limit,
             })
         }
         Ok(Err(e)) => {
-            let _ = child.kill().await;
+            crate::command::kill_chain(&mut child).await;
             Err(provider_error(
                 operation,
                 format!("reading the command: {e}"),
             ))
         }
         Err(_elapsed) => {
-            let _ = child.kill().await;
+            crate::command::kill_chain(&mut child).await;
             // What the command wrote before its timeout.
             Ok(SandboxCommandResult {
                 exit: ExitCause::TimedOut,

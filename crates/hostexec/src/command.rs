@@ -224,10 +224,17 @@ pub fn spawn_failure(operation: Operation, executable: &str, e: &std::io::Error)
     if raw >= ENTER_FAILURE_BASE {
         let step = (raw - ENTER_FAILURE_BASE) / 1000;
         let errno = (raw - ENTER_FAILURE_BASE) % 1000;
+        // A fork refused with EAGAIN inside the workload's cgroups is its
+        // pids limit: the command's two supervisors count against it.
+        let hint = if errno == libc::EAGAIN {
+            " (the workload's pids limit leaves no room for the command and its two supervisors)"
+        } else {
+            ""
+        };
         return SpawnFailure::Provider(provider_error(
             operation,
             format!(
-                "entering the instance failed at {}: {}",
+                "entering the instance failed at {}: {}{hint}",
                 crate::enter::enter_step_name(step),
                 std::io::Error::from_raw_os_error(errno)
             ),
@@ -315,5 +322,43 @@ pub fn spawn_piped(
         Opened::Launch { message, .. } => {
             Err(provider_error(operation, message.trim_end().to_owned()))
         }
+    }
+}
+
+/// How long a command's supervisor may take to end its chain after
+/// [`kill_chain`] asks, before it is killed itself.
+pub const KILL_CHAIN_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Kills a command started through [`prepare`] and everything it started:
+/// asks its supervisor to kill the chain beneath it with `SIGKILL` and to
+/// end as its child did, then waits for it; `SIGKILL`s the supervisor
+/// itself when it has not ended within [`KILL_CHAIN_BOUND`]. Every
+/// supervisor is then collected by its own parent, so the workload's PID
+/// namespace never waits on the host's orphan reaper.
+pub async fn kill_chain(child: &mut tokio::process::Child) {
+    let pid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::POWER);
+        if tokio::time::timeout(KILL_CHAIN_BOUND, child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+#[cfg(test)]
+mod kill_chain_tests {
+    #[test]
+    fn kill_chain_sends_the_signal_the_supervisors_act_on() {
+        assert_eq!(
+            rustix::process::Signal::POWER.as_raw(),
+            crate::enter::KILL_CHAIN
+        );
     }
 }

@@ -114,12 +114,21 @@ const FORWARDED: [libc::c_int; 6] = [
     libc::SIGUSR2,
 ];
 
+/// The signal that asks a supervisor to end its child with `SIGKILL` and
+/// then end as that child did (never forwarded): the provider's way to
+/// kill a command's whole chain so that every supervisor is collected by
+/// its own parent. A `SIGKILL` of C' itself would leave G1 to whatever
+/// reaps orphans on the host, and the workload's PID namespace waits for
+/// that before it can be torn down.
+pub(crate) const KILL_CHAIN: libc::c_int = libc::SIGPWR;
+
 fn wait_set() -> libc::sigset_t {
     // SAFETY: initialises a local signal set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::sigaddset(&mut set, KILL_CHAIN);
         for s in FORWARDED {
             libc::sigaddset(&mut set, s);
         }
@@ -147,7 +156,10 @@ fn supervise(child: libc::pid_t) -> libc::c_int {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             libc::sigwaitinfo(&set, &mut info)
         };
-        if sig > 0 && sig != libc::SIGCHLD {
+        if sig == KILL_CHAIN {
+            // SAFETY: kills our own child; the loop collects it.
+            unsafe { libc::kill(child, libc::SIGKILL) };
+        } else if sig > 0 && sig != libc::SIGCHLD {
             // SAFETY: forwards a signal to our own child.
             unsafe { libc::kill(child, sig) };
         }

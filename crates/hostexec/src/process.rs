@@ -86,7 +86,9 @@ impl ProcessControl for Control {
         let s = match signal {
             ControlSignal::Sigint => rustix::process::Signal::INT,
             ControlSignal::Sigterm => rustix::process::Signal::TERM,
-            ControlSignal::Sigkill => rustix::process::Signal::KILL,
+            // The supervisor kills the chain with SIGKILL and ends as the
+            // command did (`command::kill_chain`).
+            ControlSignal::Sigkill => rustix::process::Signal::POWER,
         };
         if self.exited() {
             return Ok(());
@@ -105,7 +107,13 @@ impl ProcessControl for Control {
 
     async fn destroy(&self) -> Result<(), SandboxError> {
         if let (false, Some(pid)) = (self.exited(), self.pid) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            // The chain first (every supervisor collected by its parent),
+            // the supervisor itself if that does not end it.
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::POWER);
+            let bound = crate::command::KILL_CHAIN_BOUND;
+            if tokio::time::timeout(bound, self.settled()).await.is_err() {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
         }
         let settled = tokio::time::timeout(DESTROY_BOUND, self.settled()).await;
         self.reservation.release();

@@ -79,8 +79,10 @@ const DURATION_UNITS: &[&str] = &[
 /// The longest `--older-than`, in seconds (100 years of days).
 const MAX_OLDER_THAN_SECONDS: u64 = 100 * 365 * 86_400;
 
-/// Parses a duration such as `30s`, `30m`, `2h`, `1d` or `1h30m` (plain
-/// digits are seconds) into seconds, through humantime.
+/// Parses a duration such as `30s`, `30m`, `2h`, `1d` or `1h30m` into
+/// seconds, through humantime. A number needs its unit (`0` alone
+/// excepted): on a command that deletes, `7` meant as days must not sweep
+/// everything older than seven seconds.
 ///
 /// # Errors
 /// A message naming the expected shape.
@@ -94,7 +96,12 @@ pub fn parse_duration_seconds(text: &str) -> Result<i64, String> {
         return Err(bad());
     }
     let seconds = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        text.parse::<u64>().map_err(|_| bad())?
+        match text.parse::<u64>() {
+            Ok(0) => 0,
+            _ => return Err(format!(
+                "a number needs its unit: s, m, h or d (e.g. {text}s or {text}d), actual {text:?}"
+            )),
+        }
     } else {
         humantime::parse_duration(text)
             .map_err(|_| bad())?
@@ -482,7 +489,12 @@ mod tests {
         assert_eq!(parse_duration_seconds("1d"), Ok(86_400));
         assert_eq!(parse_duration_seconds("1h30m"), Ok(5_400));
         assert_eq!(parse_duration_seconds("0s"), Ok(0));
-        assert_eq!(parse_duration_seconds("45"), Ok(45));
+        assert_eq!(parse_duration_seconds("0"), Ok(0));
+        let bare = parse_duration_seconds("45").unwrap_err();
+        assert!(
+            bare.contains("needs its unit") && bare.contains("\"45\""),
+            "{bare}"
+        );
         for bad in [
             "",
             "m",

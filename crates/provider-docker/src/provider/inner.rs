@@ -99,7 +99,7 @@ pub enum DockerProviderError {
     #[error("invalid pool size {0:?}: expected a number in 0..={MAX_POOL_SIZE}")]
     PoolSize(String),
     /// The exec path (`CHECKFU_DOCKER_EXEC`) is neither `host` nor `daemon`.
-    #[error("invalid exec path {0:?}: expected \"host\" or \"daemon\"")]
+    #[error("invalid CHECKFU_DOCKER_EXEC {0:?}: expected \"host\" or \"daemon\"")]
     ExecPath(String),
     /// The state directory could not be prepared.
     #[error("cannot prepare the state directory {path:?}")]

@@ -127,13 +127,20 @@ pub(crate) struct Inner {
     /// beginActiveWrite's step hook (crash tests).
     pub(crate) active_write_hook:
         std::sync::OnceLock<checkfu_sandbox_hostfs::active_write::StepHook>,
+    /// Whether this provider made instance cgroups in its scope: only then
+    /// does it remove the scope's empty cgroup directories when dropped (a
+    /// provider built for a dry run or a listing changes nothing).
+    pub(crate) made_cgroups: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
     /// The scope's cgroup directories outlive each instance (see
     /// [`crate::cgroup::remove_scope_dirs`]); they go with the provider
-    /// when empty.
+    /// that made instance cgroups in them, when empty.
     fn drop(&mut self) {
+        if !self.made_cgroups.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         if let Some(version) = self.cgroup_version {
             crate::cgroup::remove_scope_dirs(version, &self.scope);
         }
@@ -204,6 +211,7 @@ impl LinuxProvider {
                 seccomp: crate::seccomp::default_filter()?,
                 processes: Arc::new(ProcessTable::new()),
                 active_write_hook: std::sync::OnceLock::new(),
+                made_cgroups: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         provider.recover_active_writes_blocking();
@@ -227,6 +235,7 @@ impl LinuxProvider {
                 seccomp: i.seccomp.clone(),
                 processes: Arc::new(ProcessTable::new()),
                 active_write_hook: std::sync::OnceLock::new(),
+                made_cgroups: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }

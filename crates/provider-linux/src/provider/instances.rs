@@ -338,6 +338,10 @@ impl Inner {
         let cgroups = self
             .cgroup_version
             .map(|v| InstanceCgroups::new(v, &self.scope, &rec.instance_id));
+        if cgroups.is_some() {
+            self.made_cgroups
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let resources = rec.request.profile.resources.clone();
         let started = blocking(operation, move || {
             if let Some(cg) = &cgroups {
