@@ -110,6 +110,15 @@ pub async fn open_docker_scope_at(
     .map_err(|e| connect_failure(&e))
 }
 
+/// The exec path of a Docker provider the CLI opens (`$CHECKFU_DOCKER_EXEC`:
+/// `host`, the default, or `daemon`).
+///
+/// # Errors
+/// A usage failure naming the variable and its value.
+pub fn exec_path() -> Result<checkfu_sandbox_docker::ExecPath, Failure> {
+    checkfu_sandbox_docker::ExecPath::from_env().map_err(|e| Failure::usage(e.to_string()))
+}
+
 /// The warm-pool size of a Docker provider the CLI opens for one command
 /// (`run`, `capabilities`, `cleanup`): `$CHECKFU_DOCKER_POOL`, else 0. A
 /// one-shot command would only create pooled containers to remove them
@@ -173,6 +182,7 @@ pub async fn open(choice: &ProviderChoice) -> Result<Backend, Failure> {
         ProviderChoice::Builtin(ProviderArg::Docker) => {
             let opened = DockerProvider::connect(DockerConfig {
                 pool_size: one_shot_pool_size()?,
+                exec_path: Some(exec_path()?),
                 ..DockerConfig::new(state_dir(), scope(), clock())
             })
             .await

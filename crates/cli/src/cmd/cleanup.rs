@@ -98,9 +98,11 @@ pub fn parse_duration_seconds(text: &str) -> Result<i64, String> {
     let seconds = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         match text.parse::<u64>() {
             Ok(0) => 0,
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "a number needs its unit: s, m, h or d (e.g. {text}s or {text}d), actual {text:?}"
-            )),
+            ))
+            }
         }
     } else {
         humantime::parse_duration(text)
