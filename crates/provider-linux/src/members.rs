@@ -34,7 +34,7 @@ impl ResolveImageMember for LinuxProvider {
             Err(e @ ImageError::NotFound { .. }) => Err(SandboxError::unavailable(
                 Requirement::BaseImage,
                 format!(
-                    "{e} (no registry is used; `checkfu sandbox image import` fills the store)"
+                    "{e} (no registry is used: `checkfu sandbox fixture --provider linux` writes the fixture into the store, `checkfu sandbox image import` an OCI layout or a `docker save` tarball)"
                 ),
             )),
             Err(e) => Err(SandboxError::unavailable(Requirement::BaseImage, chain(&e))),

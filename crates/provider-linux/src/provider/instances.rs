@@ -208,7 +208,7 @@ impl Inner {
                 Err(SandboxError::unavailable(
                     Requirement::BaseImage,
                     format!(
-                        "{e} (no registry is used; `checkfu sandbox image import` fills the store)"
+                        "{e} (no registry is used: `checkfu sandbox fixture --provider linux` writes the fixture into the store, `checkfu sandbox image import` an OCI layout or a `docker save` tarball)"
                     ),
                 ))
             }
