@@ -1,4 +1,4 @@
-//! Building a command that enters a running workload ([`crate::enter`]),
+//! Building a command that enters a running workload (the private module `enter`),
 //! and mapping what `spawn` reports onto launch failures.
 
 use std::collections::BTreeMap;
@@ -130,7 +130,7 @@ fn chdir_message(dir: &str, what: &str) -> Vec<u8> {
 /// joins its cgroups, enters its namespaces and root, runs in a PID
 /// namespace of its own nested in the workload's, as its credentials with
 /// no capability, `no_new_privs` and its seccomp filters, and is exec'd
-/// with its own `execve` and `PATH` lookup ([`crate::program`]). stdio is
+/// with its own `execve` and `PATH` lookup (the private module `program`). stdio is
 /// left to the caller; the command is killed when dropped.
 ///
 /// # Errors

@@ -82,7 +82,7 @@ const MAX_FILTERS: usize = 64;
 ///
 /// The first failing `ptrace` or `waitpid` (`EPERM`, `EACCES`, `ESRCH`,
 /// `EMEDIUMTYPE` when the process is not under filter mode, ...), or
-/// `E2BIG` past [`MAX_FILTERS`].
+/// `E2BIG` past `MAX_FILTERS`.
 pub fn filters_of(pid: i32) -> io::Result<Vec<SeccompFilter>> {
     let last = || io::Error::last_os_error();
     // SAFETY (whole function): ptrace and waitpid on `pid` with buffers of
