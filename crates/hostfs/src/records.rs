@@ -20,11 +20,15 @@ pub const INSTANCE_PREFIX: &str = "i";
 pub const SNAPSHOT_PREFIX: &str = "s";
 
 /// Whether `scope` may name a provider's scope: 1..=64 characters of
-/// `[a-z0-9._-]` (usable as a label value, a directory name and a name
-/// part).
+/// `[a-z0-9._-]`, the first a letter or a digit (usable as a label value,
+/// a directory name and a name part; `.` and `..` would name a directory
+/// other than the scope's own).
 pub fn scope_ok(scope: &str) -> bool {
-    !scope.is_empty()
-        && scope.len() <= 64
+    scope.len() <= 64
+        && scope
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         && scope
             .bytes()
             .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
@@ -200,7 +204,19 @@ mod tests {
     #[test]
     fn scopes() {
         assert!(scope_ok("conf-123-4"));
-        for bad in ["", "A", "a b", "a/b", &"x".repeat(65)] {
+        assert!(scope_ok("1.a_b-c"));
+        for bad in [
+            "",
+            "A",
+            "a b",
+            "a/b",
+            ".",
+            "..",
+            ".a",
+            "-a",
+            "_a",
+            &"x".repeat(65),
+        ] {
             assert!(!scope_ok(bad), "{bad}");
         }
     }

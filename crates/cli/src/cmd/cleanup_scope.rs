@@ -2,21 +2,18 @@
 //! usage error otherwise) and whether a conformance scope's run is still
 //! alive (then it is not swept: the run removes it itself).
 
-/// Parses a `--scope` value: 1..=64 characters of `[a-z0-9._-]`, as the
-/// Docker and Linux providers name scopes.
+/// Parses a `--scope` value: 1..=64 characters of `[a-z0-9._-]`, the
+/// first a letter or a digit, as the Docker and Linux providers name
+/// scopes (`checkfu_sandbox_hostfs::records::scope_ok`).
 ///
 /// # Errors
 /// A message naming the expected shape and the value given.
 pub fn parse_scope(text: &str) -> Result<String, String> {
-    let shaped = (1..=64).contains(&text.len())
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
-    if shaped {
+    if checkfu_sandbox_hostfs::records::scope_ok(text) {
         Ok(text.to_owned())
     } else {
         Err(format!(
-            "expected 1..=64 characters of [a-z0-9._-], actual {text:?}"
+            "expected 1..=64 characters of [a-z0-9._-], the first a letter or a digit, actual {text:?}"
         ))
     }
 }

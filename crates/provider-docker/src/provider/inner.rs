@@ -32,7 +32,7 @@ pub struct DockerConfig {
     /// `/var/lib/checkfu-sandbox` (created when missing).
     pub state_dir: PathBuf,
     /// Value of `checkfu.sandbox.scope` on every object; listing and cleanup
-    /// never look beyond it. 1..=64 characters of `[a-z0-9._-]`.
+    /// never look beyond it. 1..=64 characters of `[a-z0-9._-]`, the first a letter or a digit.
     pub scope: String,
     /// The clock behind every `created_at`, `started_at` and `finished_at`.
     pub clock: Arc<dyn Clock>,
@@ -93,7 +93,7 @@ pub enum DockerProviderError {
     #[error("cannot reach the docker daemon")]
     Daemon(#[from] DaemonError),
     /// The scope is not usable as a label value and name part.
-    #[error("invalid scope {0:?}: expected 1..=64 characters of [a-z0-9._-]")]
+    #[error("invalid scope {0:?}: expected 1..=64 characters of [a-z0-9._-], the first a letter or a digit")]
     Scope(String),
     /// The pool size is not a number in `0..=MAX_POOL_SIZE`.
     #[error("invalid pool size {0:?}: expected a number in 0..={MAX_POOL_SIZE}")]

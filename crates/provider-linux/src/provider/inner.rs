@@ -55,7 +55,7 @@ pub struct LinuxConfig {
     /// missing).
     pub state_dir: PathBuf,
     /// The scope every record carries; listing and cleanup never look
-    /// beyond it. 1..=64 characters of `[a-z0-9._-]`.
+    /// beyond it. 1..=64 characters of `[a-z0-9._-]`, the first a letter or a digit.
     pub scope: String,
     /// The clock behind every `created_at`, `started_at` and `finished_at`.
     pub clock: Arc<dyn Clock>,
@@ -83,7 +83,7 @@ pub enum LinuxProviderError {
     #[error(transparent)]
     Seccomp(#[from] crate::seccomp::SeccompError),
     /// The scope is not usable as a directory name.
-    #[error("invalid scope {0:?}: expected 1..=64 characters of [a-z0-9._-]")]
+    #[error("invalid scope {0:?}: expected 1..=64 characters of [a-z0-9._-], the first a letter or a digit")]
     Scope(String),
     /// The state directory could not be prepared.
     #[error("cannot prepare the state directory {path:?}")]
