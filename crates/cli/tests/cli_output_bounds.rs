@@ -238,12 +238,11 @@ fn a_malformed_copy_ceiling_is_refused_before_anything_runs() {
     );
     assert_one_line_failure(
         &o,
-        125,
+        2,
         &[
-            "invalid_request",
             "CHECKFU_OUTPUT_MAX_BYTES",
             "a decimal number of bytes",
-            "1G",
+            "\"1G\"",
         ],
     );
     assert_eq!(stdout(&o), "", "nothing ran: {}", describe(&o));

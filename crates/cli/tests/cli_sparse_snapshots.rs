@@ -399,20 +399,21 @@ fn linux_a_snapshot_over_the_bound_is_refused() {
         describe(&o)
     );
 
-    // A ceiling that is not a number is named with its value.
+    // A ceiling that is not a number is a usage error naming it and its
+    // value, before anything runs.
     let o = output(
-        env.run(&["--durable", "--", "true"])
+        env.run(&["--durable", "--", "sh", "-c", "echo ran"])
             .env("CHECKFU_SNAPSHOT_MAX_BYTES", "lots"),
     );
     assert_one_line_failure(
         &o,
-        125,
+        2,
         &[
-            "SandboxOperationFailed",
-            "invalid_request",
             "CHECKFU_SNAPSHOT_MAX_BYTES",
-            "lots",
+            "\"lots\"",
+            "a decimal number of bytes",
         ],
     );
+    assert_eq!(stdout(&o), "", "nothing ran: {}", describe(&o));
     env.finish();
 }

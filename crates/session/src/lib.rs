@@ -32,7 +32,7 @@ mod session;
 
 pub use checkpoints::{Checkpoint, CheckpointStore, CHECKPOINT_REVISION};
 pub use error::SessionError;
-pub use host_write::{DEFAULT_OUTPUT_MAX_BYTES, OUTPUT_MAX_BYTES_ENV};
+pub use host_write::{output_ceiling_bytes, DEFAULT_OUTPUT_MAX_BYTES, OUTPUT_MAX_BYTES_ENV};
 pub use outputs::{Changed, CopyReport, OverBudget, Skipped};
 pub use plan::{MountPlan, MountSource, RunPlan};
 pub use session::{

@@ -190,6 +190,27 @@ pub fn plan(args: RunArgs) -> Result<RunPlan, Failure> {
         Some((first, rest)) if !first.is_empty() => (first.clone(), rest.to_vec()),
         _ => return Err(Failure::usage("expected a command after --")),
     };
+    // Byte ceilings read only after the workload ran (the snapshot at
+    // release, the output copy) are checked before anything starts.
+    let bytes_knob = |env: &str| {
+        Failure::usage(format!(
+            "{env} {:?}: expected a decimal number of bytes",
+            std::env::var(env).unwrap_or_default()
+        ))
+    };
+    if args.durable
+        && checkfu_sandbox_hostfs::archive::snapshot_ceiling_bytes(
+            checkfu_sandbox_contract::provider::op::RELEASE,
+        )
+        .is_err()
+    {
+        return Err(bytes_knob(
+            checkfu_sandbox_hostfs::archive::SNAPSHOT_MAX_BYTES_ENV,
+        ));
+    }
+    if args.outputs.is_some() && checkfu_sandbox_session::output_ceiling_bytes().is_err() {
+        return Err(bytes_knob(checkfu_sandbox_session::OUTPUT_MAX_BYTES_ENV));
+    }
     if args.retention == Some(0) {
         return Err(Failure::usage(
             "--retention 0s: a snapshot must be kept at least 1 second",
