@@ -400,20 +400,7 @@ mod mismatch_tests {
 
     #[test]
     fn a_differing_snapshot_is_named_by_its_first_differing_field_with_both_values() {
-        let at = |t: &str| Timestamp::parse(t).unwrap_or_else(|e| panic!("fixture: {e}"));
-        let recorded = SandboxSnapshot {
-            snapshot_id: "s-1".into(),
-            provider: "linux".into(),
-            placement: Placement::Runner,
-            source_instance_id: "i-1".into(),
-            workspace_id: "w".into(),
-            session_id: "s".into(),
-            profile_id: "prof".into(),
-            profile_version: 1,
-            profile_digest: Digest::from_sha256_bytes([7; 32]),
-            created_at: at("2030-01-01T00:00:00.000Z"),
-            expires_at: at("2030-01-02T00:00:00.000Z"),
-        };
+        let recorded = crate::records::tests::sample_snapshot("s-1");
         let mut given = recorded.clone();
         given.expires_at = recorded.expires_at.add_seconds(60);
         let (field, want, got) = snapshot_mismatch("snapshot", &recorded, &given);

@@ -156,7 +156,7 @@ pub fn snapshot_destroyable<R: StoredSnapshot>(layout: &Layout, scope: &str, id:
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use checkfu_sandbox_contract::{Digest, Placement};
     use serde::Deserialize;
@@ -176,22 +176,28 @@ mod tests {
         }
     }
 
+    /// A snapshot of provider `p` with id `id`, created 2030-01-01 and
+    /// expiring a day later (the unit tests' fixture).
+    pub(crate) fn sample_snapshot(id: &str) -> SandboxSnapshot {
+        SandboxSnapshot {
+            snapshot_id: id.to_owned(),
+            provider: "p".into(),
+            placement: Placement::Runner,
+            source_instance_id: "i-1".into(),
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            profile_id: "prof".into(),
+            profile_version: 1,
+            profile_digest: Digest::from_sha256_bytes([7; 32]),
+            created_at: Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap(),
+            expires_at: Timestamp::parse("2030-01-02T00:00:00.000Z").unwrap(),
+        }
+    }
+
     fn snap(scope: &str, id: &str) -> Snap {
         Snap {
             scope: scope.to_owned(),
-            snapshot: SandboxSnapshot {
-                snapshot_id: id.to_owned(),
-                provider: "p".into(),
-                placement: Placement::Runner,
-                source_instance_id: "i-1".into(),
-                workspace_id: "w".into(),
-                session_id: "s".into(),
-                profile_id: "prof".into(),
-                profile_version: 1,
-                profile_digest: Digest::from_sha256_bytes([7; 32]),
-                created_at: Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap(),
-                expires_at: Timestamp::parse("2030-01-02T00:00:00.000Z").unwrap(),
-            },
+            snapshot: sample_snapshot(id),
         }
     }
 
