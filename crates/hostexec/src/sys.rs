@@ -28,19 +28,20 @@ pub fn write_all(fd: RawFd, mut buf: &[u8]) {
 }
 
 /// Reads exactly `buf.len()` bytes unless end of file comes first;
-/// returns how many were read.
+/// returns how many were read. Through rustix's raw system calls, so it
+/// neither reads nor writes `errno`: safe in a thread whose `errno` a
+/// `CLONE_VM` child shares.
 pub fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
+    // SAFETY: the caller passes a descriptor open for the whole call.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
     let mut got = 0;
     while got < buf.len() {
-        // SAFETY: the pointer and length stay within `buf`.
-        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
-        if n < 0 && errno() == libc::EINTR {
-            continue;
+        match rustix::io::read(fd, &mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break,
         }
-        if n <= 0 {
-            break;
-        }
-        got += n.unsigned_abs();
     }
     got
 }

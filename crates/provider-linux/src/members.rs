@@ -33,9 +33,7 @@ impl ResolveImageMember for LinuxProvider {
             Ok(pinned) => Ok(pinned),
             Err(e @ ImageError::NotFound { .. }) => Err(SandboxError::unavailable(
                 Requirement::BaseImage,
-                format!(
-                    "{e} (no registry is used: `checkfu sandbox fixture --provider linux` writes the fixture into the store, `checkfu sandbox image import` an OCI layout or a `docker save` tarball)"
-                ),
+                format!("{e} {}", crate::image::STORE_HINT),
             )),
             Err(e) => Err(SandboxError::unavailable(Requirement::BaseImage, chain(&e))),
         }

@@ -33,7 +33,7 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use checkfu_sandbox_hostexec::sys::{close_from, errno, write_all};
+use checkfu_sandbox_hostexec::sys::{close_from, errno, read_full, write_all};
 
 /// What a forked child reports through the readiness pipe when a step of
 /// the instance set-up fails: the step and `errno`.
@@ -187,9 +187,9 @@ pub(crate) fn start_init(plan: &InitPlan) -> Result<StartedInit, InitError> {
     }
     drop(write_end);
     let mut report = [0u8; 5];
-    // Not `read_full`: the child shares this thread's `errno` until its
-    // report, and rustix never reads or writes `errno`.
-    let got = read_exact_raw(&read_end, &mut report);
+    // The child shares this thread's `errno` until its report; `read_full`
+    // never touches it.
+    let got = read_full(read_end.as_raw_fd(), &mut report);
     // The stack stays mapped while the init lives: `reap` unmaps it.
     INIT_STACKS
         .lock()
@@ -209,20 +209,6 @@ pub(crate) fn start_init(plan: &InitPlan) -> Result<StartedInit, InitError> {
         step: report[0],
         errno: i32::from_le_bytes([report[1], report[2], report[3], report[4]]),
     }))
-}
-
-/// Reads until `buf` is full or end of file, through rustix (no `errno`).
-fn read_exact_raw(fd: &OwnedFd, buf: &mut [u8]) -> usize {
-    let mut got = 0;
-    while got < buf.len() {
-        match rustix::io::read(fd, &mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => break,
-        }
-    }
-    got
 }
 
 /// Bytes of the stack of an instance's init.

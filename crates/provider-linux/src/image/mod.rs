@@ -194,6 +194,10 @@ pub struct StoredImage {
     pub env: Vec<String>,
 }
 
+/// What a reference missing from the store is told: how images get in
+/// (no registry is ever used).
+pub const STORE_HINT: &str = "(no registry is used: `checkfu sandbox fixture --provider linux` writes the fixture into the store, `checkfu sandbox image import` an OCI layout or a `docker save` tarball)";
+
 /// The mount points every instance has (`/proc`, `/dev`, the output
 /// tree), absolute.
 pub const STANDARD_MOUNT_POINTS: [&str; 3] = [

@@ -207,9 +207,7 @@ impl Inner {
             Err(e @ ImageError::NotFound { .. }) | Err(e @ ImageError::InvalidReference { .. }) => {
                 Err(SandboxError::unavailable(
                     Requirement::BaseImage,
-                    format!(
-                        "{e} (no registry is used: `checkfu sandbox fixture --provider linux` writes the fixture into the store, `checkfu sandbox image import` an OCI layout or a `docker save` tarball)"
-                    ),
+                    format!("{e} {}", crate::image::STORE_HINT),
                 ))
             }
             Err(e) => Err(provider_error(
