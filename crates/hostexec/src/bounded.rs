@@ -2,7 +2,6 @@
 //! its whole PID namespace killed (by killing its outermost supervisor)
 //! on timeout or overflow.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::{
@@ -12,7 +11,7 @@ use checkfu_sandbox_hostfs::argument_space::not_started;
 use checkfu_sandbox_hostfs::errors::provider_error;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::command::{spawn_failure, SpawnFailure};
+use crate::command::{spawn_failure, Prepared, SpawnFailure};
 
 /// Reads `r` into `out` until end of file (`Ok(true)`) or until it would
 /// pass `limit` (`Ok(false)`, the excess not kept). What was read stays in
@@ -77,24 +76,17 @@ pub struct Bounds {
 ///
 /// # Cancel safety
 ///
-/// Dropping the future kills the command (`kill_on_drop`).
+/// Dropping the future kills the command (`kill_on_drop`, or G''s
+/// kill when the workload's init started it).
 pub async fn run(
     operation: Operation,
-    mut command: tokio::process::Command,
+    command: impl Into<Prepared>,
     executable: &str,
     bounds: Bounds,
     clock: &dyn Clock,
     started_at: Timestamp,
 ) -> Result<SandboxCommandResult, SandboxError> {
-    command
-        .stdin(if bounds.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = match command.spawn() {
+    let mut child = match command.into().spawn(bounds.stdin.is_some()).await {
         Ok(child) => child,
         Err(e) => {
             return match spawn_failure(operation, executable, &e) {
@@ -114,7 +106,7 @@ pub async fn run(
         _ => None,
     };
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        let _ = child.start_kill();
+        child.start_kill();
         return Err(provider_error(
             operation,
             "the command's output pipes are missing",
@@ -168,21 +160,21 @@ pub async fn run(
         }
         Ok(Ok(Err(stream))) => {
             // Killing the supervisor kills the command's namespace.
-            crate::command::kill_chain(&mut child).await;
+            child.kill_chain().await;
             Err(SandboxError::SandboxOutputLimitExceeded {
                 stream,
                 limit_bytes: limit,
             })
         }
         Ok(Err(e)) => {
-            crate::command::kill_chain(&mut child).await;
+            child.kill_chain().await;
             Err(provider_error(
                 operation,
                 format!("reading the command: {e}"),
             ))
         }
         Err(_elapsed) => {
-            crate::command::kill_chain(&mut child).await;
+            child.kill_chain().await;
             // What the command wrote before its timeout.
             Ok(SandboxCommandResult {
                 exit: ExitCause::TimedOut,

@@ -8,8 +8,9 @@ use std::os::fd::OwnedFd;
 use checkfu_sandbox_contract::{Operation, SandboxCommand, SandboxError, SandboxProcessRequest};
 use checkfu_sandbox_hostfs::errors::provider_error;
 
-use crate::enter::{EnterPlan, ENTER_FAILURE_BASE};
+use crate::enter::{Confinement, EnterPlan, ENTER_FAILURE_BASE};
 use crate::program::ProgramPlan;
+use crate::running::Running;
 use crate::seccomp::SeccompFilter;
 
 /// The user a command runs as: uid, gid and supplementary groups (set
@@ -120,10 +121,6 @@ pub fn start_ticks(pid: i32) -> Option<u64> {
     fields.get(19)?.parse().ok()
 }
 
-fn chdir_message(dir: &str, what: &str) -> Vec<u8> {
-    format!("chdir to {dir:?}: {what}\n").into_bytes()
-}
-
 /// A `Command` for `program`'s executable and arguments with exactly
 /// `environment` (the workload's with the request's over it), run in its
 /// working directory inside `target`: the command
@@ -171,15 +168,7 @@ pub fn prepare(
         namespaces,
         root,
         cgroups,
-        working_directory: working,
-        chdir_messages: [
-            chdir_message(working_directory, "no such file or directory"),
-            chdir_message(working_directory, "not a directory"),
-            chdir_message(working_directory, "permission denied"),
-            chdir_message(working_directory, "cannot change into it"),
-        ],
-        credentials,
-        filters,
+        confine: Confinement::new(working, working_directory, credentials, filters),
         exec: Some(program),
     };
     // `Command` keeps the same program, arguments and environment (for
@@ -198,6 +187,92 @@ pub fn prepare(
         command.pre_exec(move || crate::enter::enter(&plan));
     }
     Ok(command)
+}
+
+/// A command ready to start, either way: a `Command` whose `pre_exec`
+/// enters the workload from the host ([`prepare`]), or a request to the
+/// workload's own pid 1 ([`prepare_in_init`]).
+#[derive(Debug)]
+pub enum Prepared {
+    /// Forks the provider (C'), which enters the workload.
+    Entered(tokio::process::Command),
+    /// Started by the workload's init ([`crate::zygote`]).
+    InInit(crate::zygote::Request),
+}
+
+impl From<tokio::process::Command> for Prepared {
+    fn from(command: tokio::process::Command) -> Prepared {
+        Prepared::Entered(command)
+    }
+}
+
+impl Prepared {
+    /// Starts the command with stdout and stderr piped and stdin piped
+    /// (`stdin_piped`) or the null device; returns once its program runs.
+    ///
+    /// # Errors
+    ///
+    /// As `Command::spawn` reports a failed `pre_exec`: see
+    /// [`spawn_failure`] for the mapping.
+    pub async fn spawn(self, stdin_piped: bool) -> std::io::Result<Running> {
+        use std::process::Stdio;
+        match self {
+            Prepared::Entered(mut command) => {
+                let child = command
+                    .stdin(if stdin_piped {
+                        Stdio::piped()
+                    } else {
+                        Stdio::null()
+                    })
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()?;
+                Ok(Running::forked(child))
+            }
+            Prepared::InInit(request) => request.channel.start(request.launch, stdin_piped).await,
+        }
+    }
+}
+
+/// What a command started by a workload's own pid 1 runs: the
+/// [`Program`] with exactly `environment`, as `credentials` under
+/// `filters`. The init already stands in the workload's namespaces, root
+/// and cgroups.
+///
+/// # Errors
+///
+/// `invalid_request` as [`prepare`]; the provider's error when the
+/// stacks cannot be mapped.
+pub fn prepare_in_init(
+    operation: Operation,
+    channel: std::sync::Arc<crate::zygote::Channel>,
+    credentials: Credentials,
+    filters: Vec<SeccompFilter>,
+    program: Program<'_>,
+    environment: &BTreeMap<String, String>,
+) -> Result<Prepared, SandboxError> {
+    let working = CString::new(program.working_directory).map_err(|_| {
+        SandboxError::invalid_request(
+            operation,
+            "working_directory",
+            "no NUL byte",
+            program.working_directory,
+        )
+    })?;
+    let exec =
+        ProgramPlan::new(program.executable, program.arguments, environment).ok_or_else(|| {
+            SandboxError::invalid_request(operation, "command", "no NUL byte", program.executable)
+        })?;
+    crate::zygote::Request::new(
+        channel,
+        working,
+        program.working_directory,
+        credentials,
+        filters,
+        exec,
+    )
+    .map(Prepared::InInit)
+    .map_err(|e| provider_error(operation, format!("mapping the command's stacks: {e}")))
 }
 
 /// How a spawn failed.
@@ -227,7 +302,7 @@ pub fn spawn_failure(operation: Operation, executable: &str, e: &std::io::Error)
         // A fork refused with EAGAIN inside the workload's cgroups is its
         // pids limit: the command's two supervisors count against it.
         let hint = if errno == libc::EAGAIN {
-            " (the workload's pids limit leaves no room for the command and its two supervisors)"
+            " (the workload's pids limit leaves no room for the command and its supervisors)"
         } else {
             ""
         };
@@ -271,7 +346,7 @@ pub fn spawn_failure(operation: Operation, executable: &str, e: &std::io::Error)
 #[derive(Debug)]
 pub enum Opened {
     /// The program runs.
-    Running(tokio::process::Child),
+    Running(Running),
     /// The program could not be executed.
     Launch {
         /// 126 or 127.
@@ -286,19 +361,13 @@ pub enum Opened {
 /// # Errors
 ///
 /// The provider's error when the workload could not be entered.
-pub fn spawn_opened(
+pub async fn spawn_opened(
     operation: Operation,
-    mut command: tokio::process::Command,
+    command: Prepared,
     executable: &str,
 ) -> Result<Opened, SandboxError> {
-    use std::process::Stdio;
-    match command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(child) => Ok(Opened::Running(child)),
+    match command.spawn(true).await {
+        Ok(running) => Ok(Opened::Running(running)),
         Err(e) => match spawn_failure(operation, executable, &e) {
             SpawnFailure::Provider(e) => Err(e),
             SpawnFailure::Launch { code, message } => Ok(Opened::Launch { code, message }),
@@ -312,13 +381,13 @@ pub fn spawn_opened(
 /// # Errors
 ///
 /// As [`spawn_failure`], both kinds as `provider_error`.
-pub fn spawn_piped(
+pub async fn spawn_piped(
     operation: Operation,
-    command: tokio::process::Command,
+    command: Prepared,
     executable: &str,
-) -> Result<tokio::process::Child, SandboxError> {
-    match spawn_opened(operation, command, executable)? {
-        Opened::Running(child) => Ok(child),
+) -> Result<Running, SandboxError> {
+    match spawn_opened(operation, command, executable).await? {
+        Opened::Running(running) => Ok(running),
         Opened::Launch { message, .. } => {
             Err(provider_error(operation, message.trim_end().to_owned()))
         }

@@ -47,6 +47,47 @@ use crate::seccomp::SeccompFilter;
 use crate::sys::{close_from, errno, read_full, write_all};
 use crate::Credentials;
 
+/// What confines a command once it is inside the workload: where it
+/// starts, whom it runs as and its seccomp filters. Shared by both ways a
+/// command starts (entering from the host, [`EnterPlan`], and through a
+/// workload's own pid 1, [`crate::zygote`]).
+#[derive(Debug)]
+pub(crate) struct Confinement {
+    /// Working directory inside the workload.
+    pub(crate) working_directory: CString,
+    /// Messages written to stderr (then exit 126) when `chdir` fails with
+    /// ENOENT, ENOTDIR, EACCES or anything else.
+    pub(crate) chdir_messages: [Vec<u8>; 4],
+    /// The user, group and supplementary groups the command runs as.
+    pub(crate) credentials: Credentials,
+    /// The seccomp filters, oldest first, each installed as it is.
+    pub(crate) filters: Vec<SeccompFilter>,
+}
+
+impl Confinement {
+    /// The confinement of a command started in `working_directory` (no
+    /// NUL byte: the caller checked) as `credentials` under `filters`.
+    pub(crate) fn new(
+        working: CString,
+        working_directory: &str,
+        credentials: Credentials,
+        filters: Vec<SeccompFilter>,
+    ) -> Confinement {
+        let message = |what: &str| format!("chdir to {working_directory:?}: {what}\n").into_bytes();
+        Confinement {
+            working_directory: working,
+            chdir_messages: [
+                message("no such file or directory"),
+                message("not a directory"),
+                message("permission denied"),
+                message("cannot change into it"),
+            ],
+            credentials,
+            filters,
+        }
+    }
+}
+
 /// Everything a command needs to enter a workload, prepared before the
 /// fork. Descriptors are `O_CLOEXEC`: a successful `exec` closes them.
 #[derive(Debug)]
@@ -58,15 +99,8 @@ pub(crate) struct EnterPlan {
     pub(crate) root: OwnedFd,
     /// `cgroup.procs` (or `tasks`) files to join.
     pub(crate) cgroups: Vec<OwnedFd>,
-    /// Working directory inside the workload.
-    pub(crate) working_directory: CString,
-    /// Messages written to stderr (then exit 126) when `chdir` fails with
-    /// ENOENT, ENOTDIR, EACCES or anything else.
-    pub(crate) chdir_messages: [Vec<u8>; 4],
-    /// The user, group and supplementary groups the command runs as.
-    pub(crate) credentials: Credentials,
-    /// The seccomp filters, oldest first, each installed as it is.
-    pub(crate) filters: Vec<SeccompFilter>,
+    /// Where the command starts, whom it runs as, its filters.
+    pub(crate) confine: Confinement,
     /// The program to exec (its own `execve` and `PATH` lookup,
     /// [`crate::program`]); `None` is refused before anything is cloned.
     pub(crate) exec: Option<ProgramPlan>,
@@ -78,7 +112,7 @@ pub(crate) struct EnterPlan {
 pub(crate) const ENTER_FAILURE_BASE: i32 = 1_000_000;
 
 /// Bytes of stack of each `CLONE_VM` child.
-const CHILD_STACK: usize = 256 * 1024;
+pub(crate) const CHILD_STACK: usize = 256 * 1024;
 
 /// The name of a step of [`enter`], for error messages.
 pub(crate) fn enter_step_name(step: i32) -> &'static str {
@@ -202,21 +236,21 @@ fn unblock_all() {
 
 /// What the `CLONE_VM` children read, on the stack of the process that
 /// clones them (which outlives them: it waits for them).
-struct Chain<'a> {
-    plan: &'a EnterPlan,
-    exec: &'a ProgramPlan,
+pub(crate) struct Chain<'a> {
+    pub(crate) confine: &'a Confinement,
+    pub(crate) exec: &'a ProgramPlan,
     /// Write end of the launch pipe: a failure code before the `exec`, end
     /// of file once the program runs (`O_CLOEXEC`) or the command exited.
-    launch: RawFd,
+    pub(crate) launch: RawFd,
     /// Write end of the status pipe G' reports the command's status on
     /// (set by G1 for G' and G'').
-    status: RawFd,
+    pub(crate) status: RawFd,
     /// The stacks of G' and G''.
-    stacks: [*mut libc::c_void; 2],
+    pub(crate) stacks: [*mut libc::c_void; 2],
 }
 
 /// Reports a failure code on the launch pipe and ends the process.
-fn fail(launch: RawFd, code: i32) -> ! {
+pub(crate) fn fail(launch: RawFd, code: i32) -> ! {
     write_all(launch, &code.to_le_bytes());
     // SAFETY: ends this process.
     unsafe { libc::_exit(1) }
@@ -229,7 +263,7 @@ fn fail(launch: RawFd, code: i32) -> ! {
 ///
 /// `arg` must stay valid for as long as the child reads it, and `stack`
 /// must be unused by anyone else.
-unsafe fn clone_vm(
+pub(crate) unsafe fn clone_vm(
     main: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     stack: *mut libc::c_void,
     vfork: bool,
@@ -263,7 +297,7 @@ extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
             fail(chain.launch, enter_code(5));
         }
         let mut inner = Chain {
-            plan: chain.plan,
+            confine: chain.confine,
             exec: chain.exec,
             launch: chain.launch,
             status: status_pipe[1],
@@ -296,12 +330,26 @@ extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
 extern "C" fn namespace_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is G1's `Chain`; G1 outlives G' or kills it.
     let chain = unsafe { &*arg.cast::<Chain<'_>>() };
-    // SAFETY (rest): system calls on the chain's descriptors and locals.
+    // SAFETY: the death signal of this process only.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    namespace_body(chain)
+}
+
+/// The body of G' (see [`namespace_main`]): starts G'' on the chain's
+/// second stack, waits for it and writes its wait status to the status
+/// pipe. Never returns.
+pub(crate) fn namespace_body(chain: &Chain<'_>) -> ! {
+    // SAFETY (whole function): system calls on the chain's descriptors
+    // and locals; `chain` outlives G'' until it execs (CLONE_VFORK).
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         // With CLONE_VFORK this returns once the command has exec'd or
         // exited; `chain` stays valid meanwhile.
-        let g3 = clone_vm(command_main, chain.stacks[1], true, arg);
+        let g3 = clone_vm(
+            command_main,
+            chain.stacks[1],
+            true,
+            std::ptr::from_ref(chain).cast_mut().cast(),
+        );
         if g3 < 0 {
             fail(chain.launch, enter_code(5));
         }
@@ -318,7 +366,7 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is G1's `Chain`; G' is suspended until this process
     // execs or exits (CLONE_VFORK).
     let chain = unsafe { &*arg.cast::<Chain<'_>>() };
-    let plan = chain.plan;
+    let plan = chain.confine;
     // SAFETY (rest): system calls on buffers prepared before the fork.
     unsafe {
         libc::close(chain.status);
@@ -344,8 +392,12 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
             write_all(2, msg);
             libc::_exit(126);
         }
+        // Capabilities are numbered without gaps: the first refused
+        // number is past the kernel's last one.
         for cap in 0..=libc::c_ulong::from(63u8) {
-            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                break;
+            }
         }
         // Raw system calls: the C library's wrappers would broadcast the
         // change to the threads it believes this process has.
@@ -462,7 +514,7 @@ pub(crate) fn enter(plan: &EnterPlan) -> io::Result<()> {
         }
         block_forwarded();
         let mut chain = Chain {
-            plan,
+            confine: &plan.confine,
             exec,
             launch: launch[1],
             status: -1,

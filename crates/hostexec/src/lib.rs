@@ -12,6 +12,10 @@
 //!   nested in the workload's (decision 042), confined as the target says;
 //! * `program` (private): the command's own `execve` and `PATH` lookup,
 //!   no `execvp` shell fallback (decision 017);
+//! * [`zygote`]: commands started by the workload's own pid 1 (the Linux
+//!   provider's instance init), which already stands in the workload's
+//!   namespaces, root and cgroups (decision 046); [`running`]: a started
+//!   command either way;
 //! * [`bounded`]: execute's run: output counted per stream, timeout and
 //!   overflow kill the command's whole PID namespace;
 //! * [`process`]: openProcess over a spawned command;
@@ -29,7 +33,9 @@ pub mod command;
 mod enter;
 pub mod process;
 mod program;
+pub mod running;
 pub mod seccomp;
 pub mod sys;
+pub mod zygote;
 
 pub use command::Credentials;

@@ -21,14 +21,16 @@ const DESTROY_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
 use checkfu_sandbox_hostfs::process::Reservation;
 
+use crate::running::{Running, Signaller};
+
 /// The settled exit of a process, shared by every waiter.
 type ExitCell = tokio::sync::watch::Receiver<Option<std::process::ExitStatus>>;
 
 struct Control {
     reservation: Reservation,
-    /// Host pid of the supervisor (C'); killing it kills the command's
-    /// namespace.
-    pid: Option<rustix::process::Pid>,
+    /// The command's outermost supervisor (C' or G'); killing its chain
+    /// kills the command's namespace.
+    target: Signaller,
     exit: ExitCell,
 }
 
@@ -83,36 +85,33 @@ impl ProcessControl for Control {
     }
 
     async fn signal(&self, signal: ControlSignal) -> Result<(), SandboxError> {
-        let s = match signal {
-            ControlSignal::Sigint => rustix::process::Signal::INT,
-            ControlSignal::Sigterm => rustix::process::Signal::TERM,
-            // The supervisor kills the chain with SIGKILL and ends as the
-            // command did (`command::kill_chain`).
-            ControlSignal::Sigkill => rustix::process::Signal::POWER,
-        };
         if self.exited() {
             return Ok(());
         }
-        match self.pid {
-            Some(pid) => rustix::process::kill_process(pid, s).map_err(|e| {
-                SandboxError::failed(
-                    op::OPEN_PROCESS,
-                    FailureReason::ProviderError,
-                    format!("signal: {e}"),
-                )
-            }),
-            None => Ok(()),
-        }
+        let sent = match signal {
+            ControlSignal::Sigint => self.target.send(rustix::process::Signal::INT),
+            ControlSignal::Sigterm => self.target.send(rustix::process::Signal::TERM),
+            // The chain ends with SIGKILL and reports it
+            // (`Signaller::kill_chain`).
+            ControlSignal::Sigkill => self.target.kill_chain(),
+        };
+        sent.map_err(|e| {
+            SandboxError::failed(
+                op::OPEN_PROCESS,
+                FailureReason::ProviderError,
+                format!("signal: {e}"),
+            )
+        })
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
-        if let (false, Some(pid)) = (self.exited(), self.pid) {
+        if !self.exited() {
             // The chain first (every supervisor collected by its parent),
             // the supervisor itself if that does not end it.
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::POWER);
+            let _ = self.target.kill_chain();
             let bound = crate::command::KILL_CHAIN_BOUND;
             if tokio::time::timeout(bound, self.settled()).await.is_err() {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                let _ = self.target.send(rustix::process::Signal::KILL);
             }
         }
         let settled = tokio::time::timeout(DESTROY_BOUND, self.settled()).await;
@@ -135,7 +134,7 @@ impl ProcessControl for Control {
 /// pipe, which the command observes as end of file (tokio's own shutdown
 /// of a pipe writer only flushes).
 struct Input {
-    pipe: Option<tokio_util::compat::Compat<tokio::process::ChildStdin>>,
+    pipe: Option<tokio_util::compat::Compat<crate::running::Input>>,
 }
 
 impl futures_util::io::AsyncWrite for Input {
@@ -185,7 +184,7 @@ impl futures_util::io::AsyncWrite for Input {
 /// was not spawned with [`crate::command::spawn_piped`]).
 pub fn wrap(
     reservation: Reservation,
-    mut child: tokio::process::Child,
+    mut child: Running,
     evidence: SandboxProcessEvidence,
 ) -> Result<SandboxProcess, SandboxError> {
     let missing = || {
@@ -198,9 +197,7 @@ pub fn wrap(
     let stdin = child.stdin.take().ok_or_else(missing)?;
     let stdout = child.stdout.take().ok_or_else(missing)?;
     let stderr = child.stderr.take().ok_or_else(missing)?;
-    let pid = child
-        .id()
-        .and_then(|p| rustix::process::Pid::from_raw(p as i32));
+    let target = child.signaller();
     let (tx, rx) = tokio::sync::watch::channel(None);
     {
         let reservation = reservation.clone();
@@ -222,7 +219,7 @@ pub fn wrap(
         error: Box::pin(stderr.compat()),
         control: Arc::new(Control {
             reservation,
-            pid,
+            target,
             exit: rx,
         }),
         evidence,
@@ -249,7 +246,7 @@ pub fn launch_failed(
         error: Box::pin(futures_util::io::Cursor::new(message.into_bytes())),
         control: Arc::new(Control {
             reservation,
-            pid: None,
+            target: Signaller::None,
             exit: rx,
         }),
         evidence,

@@ -39,9 +39,10 @@ const PTRACE_SECCOMP_GET_METADATA: libc::c_uint = 0x420d;
 const KEPT_FLAGS: u64 = 2; // SECCOMP_FILTER_FLAG_LOG
 
 /// Installs `filter` on the calling thread (`no_new_privs` or
-/// `CAP_SYS_ADMIN` required); async-signal-safe. Returns the system
-/// call's result (0 on success).
-pub(crate) fn install(filter: &SeccompFilter) -> libc::c_long {
+/// `CAP_SYS_ADMIN` required); async-signal-safe (for code between fork
+/// and exec, or a `CLONE_VM` child). Returns the system call's result (0
+/// on success).
+pub fn install(filter: &SeccompFilter) -> libc::c_long {
     let Ok(len) = u16::try_from(filter.program.len()) else {
         return -1;
     };
