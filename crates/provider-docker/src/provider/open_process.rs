@@ -33,7 +33,10 @@ impl OpenProcessMember for DockerProvider {
         )?;
         let host = inner.host_command(OP, &opening.record, Program::of_process(&request));
         if let Some(command) = host.transpose() {
-            let spawned = command.and_then(|c| spawn_opened(OP, c, &request.executable));
+            let spawned = match command {
+                Ok(c) => spawn_opened(OP, c.into(), &request.executable).await,
+                Err(e) => Err(e),
+            };
             let (reservation, opened, evidence) =
                 opening.started(PROVIDER_ID, request.executable, spawned)?;
             // A program that could not be executed settles with 126 or 127
