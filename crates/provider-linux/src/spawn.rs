@@ -33,7 +33,8 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use checkfu_sandbox_hostexec::sys::{close_from, errno, read_full, write_all};
+use checkfu_sandbox_hostexec::sys::{errno, read_full, write_all};
+use checkfu_sandbox_hostexec::zygote;
 
 /// What a forked child reports through the readiness pipe when a step of
 /// the instance set-up fails: the step and `errno`.
@@ -63,6 +64,8 @@ pub(crate) fn step_name(step: u8) -> &'static str {
         13 => "setting the host name",
         14 => "bringing the loopback interface up",
         15 => "joining the instance cgroups",
+        16 => "setting up the init's request socket",
+        17 => "installing the seccomp filter in the init",
         _ => "an unknown step",
     }
 }
@@ -120,6 +123,12 @@ pub(crate) struct InitPlan {
     pub(crate) hostname: CString,
     /// `cgroup.procs` (or `tasks`) files to join, open for writing.
     pub(crate) cgroups: Vec<OwnedFd>,
+    /// The init's end of its request socket
+    /// ([`checkfu_sandbox_hostexec::zygote`]).
+    pub(crate) requests: Option<OwnedFd>,
+    /// The default filter, installed in the init once its set-up is done:
+    /// every command it starts inherits it (decision 046).
+    pub(crate) filter: checkfu_sandbox_hostexec::seccomp::SeccompFilter,
 }
 
 fn join_cgroups(cgroups: &[RawFd]) -> Result<(), i32> {
@@ -159,6 +168,11 @@ pub(crate) fn start_init(plan: &InitPlan) -> Result<StartedInit, InitError> {
         plan,
         cgroups: &cgroup_fds,
         wfd: write_end.as_raw_fd(),
+        requests: plan
+            .requests
+            .as_ref()
+            .map(AsRawFd::as_raw_fd)
+            .ok_or_else(|| InitError::Io(io::Error::other("the init has no request socket")))?,
     };
     let flags = libc::CLONE_VM
         | libc::CLONE_NEWNS
@@ -167,22 +181,15 @@ pub(crate) fn start_init(plan: &InitPlan) -> Result<StartedInit, InitError> {
         | libc::CLONE_NEWUTS
         | libc::CLONE_NEWIPC
         | libc::SIGCHLD;
-    // SAFETY: the child runs `init_main` on its own stack in this address
-    // space. It reads `args` only before it reports readiness, and this
-    // thread keeps `args` (and the plan) alive until the report is read;
-    // after that it touches nothing but its stack (see `init_child`).
-    let pid = unsafe {
-        libc::clone(
-            init_main,
-            stack.top(),
-            flags,
-            std::ptr::addr_of_mut!(args).cast(),
-        )
-    };
+    let pid = clone_on_spawner(Clone {
+        args: std::ptr::addr_of_mut!(args).cast(),
+        stack_top: stack.top(),
+        flags,
+    });
     if pid < 0 {
         return Err(InitError::Setup(SetupFailure {
             step: 1,
-            errno: errno(),
+            errno: -pid,
         }));
     }
     drop(write_end);
@@ -263,17 +270,75 @@ impl Drop for InitStack {
 static INIT_STACKS: std::sync::Mutex<BTreeMap<i32, InitStack>> =
     std::sync::Mutex::new(BTreeMap::new());
 
+/// One `clone` of an init, made by the spawner thread.
+struct Clone {
+    /// The init's `InitArgs`.
+    args: *mut libc::c_void,
+    /// The top of its stack.
+    stack_top: *mut libc::c_void,
+    /// The `clone` flags.
+    flags: libc::c_int,
+}
+
+// SAFETY: the pointers are only passed on to `clone`; the caller keeps
+// what they point to alive until the init has reported (see
+// `start_init`).
+unsafe impl Send for Clone {}
+
+type CloneJob = (Clone, std::sync::mpsc::SyncSender<i32>);
+
+/// Clones an init on the spawner thread: its pid, or `-errno`.
+///
+/// A `CLONE_VM` child shares the memory of the thread that clones it,
+/// that thread's `errno` included, and so do the command processes the
+/// init clones in turn. Every init is therefore cloned by one thread of
+/// its own, started on first use, which does nothing else: the `errno`
+/// they write is one no other code of the provider reads. (The spawner
+/// itself reads it only when a `clone` fails, so a failure's number may
+/// be another instance's in a rare race; it only names the failure.)
+fn clone_on_spawner(job: Clone) -> i32 {
+    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<CloneJob>>> =
+        std::sync::OnceLock::new();
+    let jobs = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<CloneJob>();
+        let spawned = std::thread::Builder::new()
+            .name("checkfu-linux-init-spawner".into())
+            .spawn(move || {
+                while let Ok((job, reply)) = rx.recv() {
+                    // SAFETY: the requester keeps the arguments and the
+                    // stack alive until the init reports (`start_init`).
+                    let pid = unsafe { libc::clone(init_main, job.stack_top, job.flags, job.args) };
+                    let _ = reply.send(if pid < 0 { -errno().max(1) } else { pid });
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!("starting the init spawner thread: {e}");
+        }
+        std::sync::Mutex::new(tx)
+    });
+    let (reply, answer) = std::sync::mpsc::sync_channel(1);
+    let sent = jobs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((job, reply));
+    if sent.is_err() {
+        return -libc::EAGAIN;
+    }
+    answer.recv().unwrap_or(-libc::EAGAIN)
+}
+
 /// What the init reads before it reports readiness.
 struct InitArgs<'a> {
     plan: &'a InitPlan,
     cgroups: &'a [RawFd],
     wfd: RawFd,
+    requests: RawFd,
 }
 
 extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is `start_init`'s `InitArgs`, alive until the report.
     let args = unsafe { &*arg.cast::<InitArgs<'_>>() };
-    init_child(args.plan, args.cgroups, args.wfd)
+    init_child(args.plan, args.cgroups, args.wfd, args.requests)
 }
 
 /// Collects the exit of `pid` if it is this process's child (`block`:
@@ -357,7 +422,7 @@ fn loopback_up() -> bool {
 /// G: pid 1 of the instance. Joins the cgroups, builds the mount tree,
 /// pivots into the root, reports readiness and reaps orphans until it is
 /// killed. Never returns.
-fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
+fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd, requests: RawFd) -> ! {
     // SAFETY (whole function): system calls on prepared C strings.
     unsafe {
         if join_cgroups(cgroups).is_err() {
@@ -496,28 +561,28 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
         if !loopback_up() {
             g_fail(wfd, 14);
         }
-        // Every signal blocked: the init only waits for children.
+        // The last step: the filter denies what the set-up above needed
+        // (mount, pivot_root, sethostname), and nothing the init calls
+        // after it. The init has CAP_SYS_ADMIN, so it needs no
+        // `no_new_privs`; each command sets that itself.
+        if checkfu_sandbox_hostexec::seccomp::install(&plan.filter) != 0 {
+            g_fail(wfd, 17);
+        }
+        // Every signal blocked: the init waits for children through a
+        // signalfd and for requests on its socket.
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+        let wfd = match zygote::init_descriptors(requests, wfd) {
+            Ok(moved) => moved,
+            Err(_) => g_fail(wfd, 16),
+        };
         write_all(wfd, &[0, 0, 0, 0, 0]);
     }
     // From here on the provider's thread runs again and shares this
-    // process's memory, `errno` included: only rustix (raw system calls,
-    // no `errno`) and this stack. `close_range` over every descriptor
-    // cannot fail, so it writes no `errno` either.
-    close_from(0, None);
-    loop {
-        // Orphans of the instance's namespaces are collected as they end;
-        // with none alive, look again a second later.
-        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(_) => {
-                let _ = rustix::thread::nanosleep(&rustix::thread::Timespec {
-                    tv_sec: 1,
-                    tv_nsec: 0,
-                });
-            }
-        }
-    }
+    // process's memory: only rustix (raw system calls, no `errno`) and
+    // this stack. Everything but the request socket and the signalfd is
+    // closed (`close_range` cannot fail, so it writes no `errno`).
+    zygote::close_all_but_own();
+    zygote::serve()
 }

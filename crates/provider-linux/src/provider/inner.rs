@@ -20,6 +20,7 @@ pub const PROVIDER_REVISION: &str = "linux/1";
 /// The materialization revision instances echo in `materialization`.
 pub const MATERIALIZATION_REVISION: &str = "oci-store/1";
 
+use checkfu_sandbox_hostexec::zygote;
 pub(super) use checkfu_sandbox_hostfs::records::INSTANCE_PREFIX;
 
 /// The user workload commands run as.
@@ -131,6 +132,13 @@ pub(crate) struct Inner {
     /// does it remove the scope's empty cgroup directories when dropped (a
     /// provider built for a dry run or a listing changes nothing).
     pub(crate) made_cgroups: std::sync::atomic::AtomicBool,
+    /// The request channels of the inits this provider started, by
+    /// instance id, with the init they reach (decision 046). An instance
+    /// whose init another provider started has none: its commands enter
+    /// from the host.
+    pub(crate) inits: std::sync::Mutex<
+        std::collections::HashMap<String, (crate::store::InitRecord, Arc<zygote::Channel>)>,
+    >,
 }
 
 impl Drop for Inner {
@@ -212,6 +220,7 @@ impl LinuxProvider {
                 processes: Arc::new(ProcessTable::new()),
                 active_write_hook: std::sync::OnceLock::new(),
                 made_cgroups: std::sync::atomic::AtomicBool::new(false),
+                inits: std::sync::Mutex::new(std::collections::HashMap::new()),
             }),
         };
         provider.recover_active_writes_blocking();
@@ -236,6 +245,7 @@ impl LinuxProvider {
                 processes: Arc::new(ProcessTable::new()),
                 active_write_hook: std::sync::OnceLock::new(),
                 made_cgroups: std::sync::atomic::AtomicBool::new(false),
+                inits: std::sync::Mutex::new(std::collections::HashMap::new()),
             }),
         }
     }

@@ -315,6 +315,8 @@ impl Inner {
             dev_null: c"/dev/null".to_owned(),
             hostname: CString::new(INSTANCE_HOSTNAME).expect("no NUL"),
             cgroups: Vec::new(),
+            requests: None,
+            filter: self.seccomp.clone(),
         })
     }
 
@@ -341,6 +343,9 @@ impl Inner {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let resources = rec.request.profile.resources.clone();
+        let (provider_end, init_end) = checkfu_sandbox_hostexec::zygote::socket_pair()
+            .map_err(|e| provider_error(operation, format!("the init's request socket: {e}")))?;
+        plan.requests = Some(init_end);
         let started = blocking(operation, move || {
             if let Some(cg) = &cgroups {
                 cg.create(&resources)
@@ -368,6 +373,20 @@ impl Inner {
                 return Err(e);
             }
         };
+        // Without a channel, commands enter from the host: slower, same
+        // confinement.
+        match checkfu_sandbox_hostexec::zygote::Channel::new(provider_end) {
+            Ok(channel) => {
+                self.inits.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                    rec.instance_id.clone(),
+                    (init, std::sync::Arc::new(channel)),
+                );
+            }
+            Err(e) => tracing::warn!(
+                "the request channel of {}'s init: {e}; its commands enter from the host",
+                rec.instance_id
+            ),
+        }
         if let Some(egress) = egress {
             if let Err(e) = self.egress_attach(operation, rec, init.pid, egress).await {
                 let mut started = rec.clone();
@@ -400,6 +419,10 @@ impl Inner {
         // The host end first: deleting it takes the instance end with it at
         // once, where the namespace's own teardown after the kill is
         // asynchronous.
+        self.inits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&rec.instance_id);
         let detached = self.egress_detach(operation, rec).await;
         let cgroups = self
             .cgroup_version

@@ -25,9 +25,10 @@ impl OpenProcessMember for LinuxProvider {
             &*inner.clock,
             &request.instance_id,
         )?;
-        let spawned = inner
-            .command(OP, &opening.record, Program::of_process(&request))
-            .and_then(|command| spawn_piped(OP, command, &request.executable));
+        let spawned = match inner.command(OP, &opening.record, Program::of_process(&request)) {
+            Ok(command) => spawn_piped(OP, command, &request.executable).await,
+            Err(e) => Err(e),
+        };
         let (reservation, child, evidence) =
             opening.started(PROVIDER_ID, request.executable, spawned)?;
         process::wrap(reservation, child, evidence)

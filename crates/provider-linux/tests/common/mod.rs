@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+pub mod sandbox;
+
 use checkfu_sandbox_linux::cgroup::{self, CGROUP_PARENT, CGROUP_ROOT};
 
 /// The busybox the fixture is built from: `$CHECKFU_BUSYBOX`, else

@@ -1,0 +1,132 @@
+//! An active instance for tests that probe it from inside.
+
+use checkfu_sandbox_conformance::ConformanceTarget;
+use checkfu_sandbox_contract::*;
+use checkfu_sandbox_linux::conformance::LinuxTarget;
+use checkfu_sandbox_linux::{LinuxProvider, WorkloadUser};
+
+/// One active instance of a fresh target whose workload user is root
+/// (uid 0 without capabilities), with a read-only mount `/src` holding
+/// `data.txt` and a writable `/work`.
+pub struct Sandbox {
+    /// The target (provider, scope, state directory).
+    pub target: LinuxTarget,
+    /// The instance.
+    pub id: String,
+}
+
+impl Sandbox {
+    /// Starts it, or `None` (a SKIP line) where the provider cannot run.
+    pub async fn start(name: &str) -> Option<Sandbox> {
+        if !super::available_or_skip(name) {
+            return None;
+        }
+        let target = LinuxTarget::with_user(&super::busybox(), WorkloadUser::Root, &mut |l| {
+            eprintln!("{l}")
+        })
+        .await
+        .expect("target");
+        let p = target.linux_provider();
+        let env = checkfu_sandbox_linux::envelope();
+        let request = SandboxProvisionRequest {
+            provider: "linux".into(),
+            placement: env.placement,
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            run_id: "r".into(),
+            attempt_id: "a".into(),
+            lease_id: "l".into(),
+            lease_epoch: 1,
+            target: Tier::Container,
+            profile: SandboxProfile {
+                profile_id: "p".into(),
+                profile_version: 1,
+                profile_digest: Digest::parse(&format!("sha256:{}", "b".repeat(64))).unwrap(),
+                retention: RetentionMode::EphemeralZdr,
+                network_policy: NetworkPolicy::None,
+                max_duration_seconds: 600,
+                resources: Resources {
+                    pids: Some(64),
+                    memory_bytes: Some(128 << 20),
+                    ..Resources::default()
+                },
+                packages: vec![],
+            },
+            platform: env.platforms[0],
+            root_image: target.root_image(),
+            mounts: vec![
+                SandboxMount {
+                    path: "/src".into(),
+                    access: MountAccess::ReadOnly,
+                },
+                SandboxMount {
+                    path: "/work".into(),
+                    access: MountAccess::ReadWrite,
+                },
+            ],
+            expires_at: SystemClock.now().add_seconds(3600),
+        };
+        let id = p
+            .provision(request)
+            .await
+            .expect("provision")
+            .value
+            .instance_id;
+        p.write_file(WriteFileRequest {
+            instance_id: id.clone(),
+            path: "/src/data.txt".into(),
+            content_base64: Bytes(b"read-only data".to_vec()),
+            mode: None,
+            kind: None,
+        })
+        .await
+        .expect("stage");
+        p.activate(ActivateRequest {
+            instance_id: id.clone(),
+        })
+        .await
+        .expect("activate");
+        Some(Sandbox { target, id })
+    }
+
+    /// Runs `sh -c script` inside; (exit code, stdout, stderr).
+    pub async fn sh(&self, script: &str) -> (u8, String, String) {
+        self.sh_through(self.target.linux_provider(), script).await
+    }
+
+    /// As [`Sandbox::sh`], executed through `provider` (another provider
+    /// over the same state directory and scope, say).
+    pub async fn sh_through(&self, provider: &LinuxProvider, script: &str) -> (u8, String, String) {
+        let r = provider
+            .execute(ExecuteRequest {
+                instance_id: self.id.clone(),
+                command: SandboxCommand {
+                    executable: "sh".into(),
+                    arguments: vec!["-c".into(), script.into()],
+                    working_directory: "/".into(),
+                    environment: Default::default(),
+                    stdin_base64: None,
+                    timeout_seconds: 30,
+                    output_limit_bytes: 1 << 20,
+                },
+            })
+            .await
+            .expect("execute");
+        let ExitCause::ExitCode(code) = r.exit else {
+            panic!("{script}: {:?}", r.exit)
+        };
+        (
+            code,
+            String::from_utf8_lossy(&r.stdout_base64.0).into_owned(),
+            String::from_utf8_lossy(&r.stderr_base64.0).into_owned(),
+        )
+    }
+
+    /// Closes the target and checks that nothing of its scope is left.
+    pub async fn close(self) {
+        let scope = self.target.scope().to_owned();
+        self.target.close().await.expect("nothing left");
+        assert_eq!(super::processes_in_scope(&scope), Vec::<i32>::new());
+        assert!(super::scope_cgroups(&scope).is_empty());
+    }
+}

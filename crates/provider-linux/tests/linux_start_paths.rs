@@ -1,0 +1,125 @@
+//! The two ways a command starts in a Linux instance (decision 046)
+//! give it the same confinement: started by the instance's own init (the
+//! provider that started the init) and entering from the host (any other
+//! provider over the same state directory and scope). Each path is told
+//! apart by who started the command's supervisor, so a test cannot pass
+//! on the wrong path. A command whose execute is abandoned is killed and
+//! leaves nothing behind.
+//!
+//! Needs root: without it each test prints a `SKIP` line, except under
+//! `CI=true`, where it fails.
+
+// The tests read host files (/proc) by path.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use checkfu_sandbox_contract::*;
+use checkfu_sandbox_linux::{LinuxConfig, LinuxProvider, WorkloadUser};
+use common::sandbox::Sandbox;
+
+/// What a command sees of its confinement, printed one fact per line
+/// (its own pid namespace and /proc entries, which differ per command,
+/// left out).
+const PROBE: &str = r#"
+id
+grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters|Umask):' /proc/self/status
+cat /proc/self/cgroup
+for ns in mnt net uts ipc; do echo "$ns $(readlink /proc/self/ns/$ns)"; done
+pwd; hostname; echo "pid in its namespace: $$ parent: $PPID"
+ls /proc/self/fd
+env | sort
+"#;
+
+/// The pid, in the instance's namespace, of the parent of the command's
+/// supervisor (the pid 1 of the command's own namespace): 1 when the
+/// instance's init started it; on the path from the host, the
+/// supervisor that entered the instance, never the init.
+/// (The shell reads both files itself: `/proc/self` is the shell.)
+const GRANDPARENT: &str = r#"
+while read k v; do [ "$k" = PPid: ] && sup=$v; done < /proc/self/status
+while read k v; do [ "$k" = PPid: ] && echo "$v"; done < /proc/$sup/status
+exit 0
+"#;
+
+/// A second provider over the target's state directory and scope: it did
+/// not start the instance's init.
+fn other_provider(s: &Sandbox) -> LinuxProvider {
+    LinuxProvider::new(LinuxConfig {
+        state_dir: s.target.state_dir().to_path_buf(),
+        scope: s.target.scope().to_owned(),
+        clock: Arc::new(SystemClock),
+        workload_user: WorkloadUser::Root,
+    })
+    .expect("a second provider")
+}
+
+#[tokio::test]
+async fn both_start_paths_give_a_command_the_same_confinement() {
+    let Some(s) = Sandbox::start("both_start_paths_give_a_command_the_same_confinement").await
+    else {
+        return;
+    };
+    let other = other_provider(&s);
+    let (code, by_init, _) = s.sh(GRANDPARENT).await;
+    assert_eq!((code, by_init.trim()), (0, "1"), "started by the init");
+    let (code, entered, _) = s.sh_through(&other, GRANDPARENT).await;
+    assert_eq!(code, 0);
+    assert!(
+        !["", "1"].contains(&entered.trim()),
+        "entered from the host: {entered:?}"
+    );
+
+    let (code, inside, err) = s.sh(PROBE).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, outside, err) = s.sh_through(&other, PROBE).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(inside, outside);
+    for line in [
+        "uid=0(root) gid=0(root)",
+        "CapEff:\t0000000000000000",
+        "CapBnd:\t0000000000000000",
+        "NoNewPrivs:\t1",
+        "Seccomp:\t2",
+        "pid in its namespace: 2 parent: 1",
+    ] {
+        assert!(inside.contains(line), "{line:?} in\n{inside}");
+    }
+    // stdio only: nothing of the provider or the init reaches it.
+    assert!(inside.contains("\n0\n1\n2\n3\n"), "{inside}");
+    drop(other);
+    s.close().await;
+}
+
+#[tokio::test]
+async fn an_abandoned_execute_leaves_no_process() {
+    let Some(s) = Sandbox::start("an_abandoned_execute_leaves_no_process").await else {
+        return;
+    };
+    let scope = s.target.scope().to_owned();
+    let alone = common::processes_in_scope(&scope);
+    assert_eq!(alone.len(), 1, "only the init: {alone:?}");
+    let run = s.sh("sleep 60 & sleep 60");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), run)
+            .await
+            .is_err(),
+        "the command should still run"
+    );
+    let mut left = common::processes_in_scope(&scope);
+    for _ in 0..100 {
+        if left == alone {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        left = common::processes_in_scope(&scope);
+    }
+    assert_eq!(left, alone, "only the init is left");
+    // The instance still serves commands.
+    let (code, out, _) = s.sh("echo again").await;
+    assert_eq!((code, out.as_str()), (0, "again\n"));
+    s.close().await;
+}
