@@ -1,16 +1,30 @@
-//! The default seccomp filter every command runs under, built with
+//! The default seccomp filters every command runs under, built with
 //! `seccompiler` (the filter library of Firecracker).
 //!
-//! It is a deny list on top of the namespaces, the empty capability sets
-//! and `no_new_privs`: the calls that change the kernel or the mount table,
-//! cross namespaces, trace other processes or load code into the kernel
-//! fail with `EPERM`; everything else is allowed. Docker's default profile
-//! denies the same families.
+//! They are a deny list on top of the namespaces, the empty capability
+//! sets and `no_new_privs`: the calls that change the kernel or the mount
+//! table, cross or make namespaces, trace other processes or load code
+//! into the kernel fail with `EPERM`; everything else is allowed. Docker's
+//! default profile denies the same families.
+//!
+//! `clone` is refused when its flags ask for a new user, mount, network,
+//! UTS, IPC or cgroup namespace: an unprivileged process may make a user
+//! namespace on its own, and inside it every capability, which would put
+//! the kernel's namespaced mount and network code in the workload's
+//! reach. A new PID namespace is left to `clone`: the instance's init
+//! starts each command in one, and no process without `CAP_SYS_ADMIN`
+//! can make one. `clone3` passes its flags in memory, where a filter
+//! cannot read them; it fails with `ENOSYS`, as on a kernel without it,
+//! so the C library falls back to `clone` for its threads (Docker does
+//! the same). That needs a second action, so there are two filters.
 
 use std::collections::BTreeMap;
 
 use checkfu_sandbox_hostexec::seccomp::{Instruction, SeccompFilter as Filter};
-use seccompiler::{SeccompAction, SeccompFilter, SeccompRule, TargetArch};
+use seccompiler::{
+    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
+};
 
 /// The system calls the default filter refuses with `EPERM`.
 pub const DENIED_SYSCALLS: &[(&str, i64)] = &[
@@ -55,31 +69,69 @@ pub const DENIED_SYSCALLS: &[(&str, i64)] = &[
     ("setdomainname", libc::SYS_setdomainname),
 ];
 
+/// The `clone` flags the default filters refuse (see the module
+/// documentation).
+pub const DENIED_CLONE_FLAGS: &[(&str, u64)] = &[
+    ("CLONE_NEWUSER", libc::CLONE_NEWUSER as u64),
+    ("CLONE_NEWNS", libc::CLONE_NEWNS as u64),
+    ("CLONE_NEWNET", libc::CLONE_NEWNET as u64),
+    ("CLONE_NEWUTS", libc::CLONE_NEWUTS as u64),
+    ("CLONE_NEWIPC", libc::CLONE_NEWIPC as u64),
+    ("CLONE_NEWCGROUP", libc::CLONE_NEWCGROUP as u64),
+];
+
 /// Why the filter could not be built for this host.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the seccomp filter: {0}")]
 pub struct SeccompError(String);
 
-/// The default filter, compiled for the host's architecture, as the
-/// command child installs it (no flags).
+/// The default filters, compiled for the host's architecture, in the
+/// order they are installed (no flags): the deny list (`EPERM`, with the
+/// `clone` flag rules), then `clone3` (`ENOSYS`).
 ///
 /// # Errors
 ///
 /// [`SeccompError`] on an architecture `seccompiler` does not support.
-pub fn default_filter() -> Result<Filter, SeccompError> {
+pub fn default_filters() -> Result<Vec<Filter>, SeccompError> {
     let arch =
         TargetArch::try_from(std::env::consts::ARCH).map_err(|e| SeccompError(format!("{e:?}")))?;
-    let rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
+    let mut denied: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
         .iter()
         .map(|&(_, nr)| (nr, Vec::new()))
         .collect();
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| SeccompError(e.to_string()))?;
+    let flag_rules = DENIED_CLONE_FLAGS
+        .iter()
+        .map(|&(_, flag)| {
+            // The flags are `clone`'s first argument on every architecture
+            // this provider builds for.
+            let condition = SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(flag),
+                flag,
+            )?;
+            SeccompRule::new(vec![condition])
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| SeccompError(e.to_string()))?;
+    denied.insert(libc::SYS_clone, flag_rules);
+    let enosys = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
+    [
+        (denied, SeccompAction::Errno(libc::EPERM as u32)),
+        (enosys, SeccompAction::Errno(libc::ENOSYS as u32)),
+    ]
+    .into_iter()
+    .map(|(rules, action)| compile(rules, action, arch))
+    .collect()
+}
+
+fn compile(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    action: SeccompAction,
+    arch: TargetArch,
+) -> Result<Filter, SeccompError> {
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, arch)
+        .map_err(|e| SeccompError(e.to_string()))?;
     let program: seccompiler::BpfProgram = filter
         .try_into()
         .map_err(|e: seccompiler::BackendError| SeccompError(e.to_string()))?;
@@ -102,8 +154,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_filter_compiles_for_this_host() {
-        let bpf = default_filter().unwrap();
-        assert!(!bpf.program.is_empty());
+    fn the_default_filters_compile_for_this_host() {
+        let filters = default_filters().unwrap();
+        assert_eq!(filters.len(), 2);
+        assert!(filters.iter().all(|f| !f.program.is_empty()));
     }
 }

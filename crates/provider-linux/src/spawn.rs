@@ -126,9 +126,9 @@ pub(crate) struct InitPlan {
     /// The init's end of its request socket
     /// ([`checkfu_sandbox_hostexec::zygote`]).
     pub(crate) requests: Option<OwnedFd>,
-    /// The default filter, installed in the init once its set-up is done:
-    /// every command it starts inherits it (decision 046).
-    pub(crate) filter: checkfu_sandbox_hostexec::seccomp::SeccompFilter,
+    /// The default filters, installed in the init once its set-up is
+    /// done: every command it starts inherits them (decision 046).
+    pub(crate) filters: Vec<checkfu_sandbox_hostexec::seccomp::SeccompFilter>,
 }
 
 fn join_cgroups(cgroups: &[RawFd]) -> Result<(), i32> {
@@ -565,8 +565,10 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd, requests: RawFd) -
         // (mount, pivot_root, sethostname), and nothing the init calls
         // after it. The init has CAP_SYS_ADMIN, so it needs no
         // `no_new_privs`; each command sets that itself.
-        if checkfu_sandbox_hostexec::seccomp::install(&plan.filter) != 0 {
-            g_fail(wfd, 17);
+        for filter in &plan.filters {
+            if checkfu_sandbox_hostexec::seccomp::install(filter) != 0 {
+                g_fail(wfd, 17);
+            }
         }
         // Every signal blocked: the init waits for children through a
         // signalfd and for requests on its socket.

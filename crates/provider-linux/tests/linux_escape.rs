@@ -14,6 +14,7 @@
 mod common;
 
 use checkfu_sandbox_conformance::ConformanceTarget as _;
+use checkfu_sandbox_contract::*;
 use common::sandbox::Sandbox;
 
 /// Runs `sh -c script` on the host with the same busybox (the positive
@@ -189,6 +190,71 @@ async fn no_remount_ptrace_proc_or_sys_way_out() {
     }
     let (_, out, _) = s.sh("cat /src/data.txt; hostname").await;
     assert_eq!(out, "read-only datacheckfu\n");
+    s.close().await;
+}
+
+/// `tests/probes/user_namespace.c`, built static with the C compiler
+/// Rust itself links with (`cc`): the busybox fixture has no way to call
+/// `clone` with namespace flags.
+fn user_namespace_probe(dir: &std::path::Path) -> std::path::PathBuf {
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/probes/user_namespace.c");
+    let out = dir.join("user_namespace");
+    let built = std::process::Command::new("cc")
+        .args(["-static", "-pthread", "-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("cc runs");
+    assert!(
+        built.status.success(),
+        "building the probe: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_user_namespace_through_clone_or_clone3() {
+    let Some(s) = Sandbox::start("linux_escape_user_namespace").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let probe = user_namespace_probe(dir.path());
+    // The positive control: on the host (root) the probe makes both.
+    let host = std::process::Command::new(&probe).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&host.stdout),
+        "clone: made\nclone3: made\nthread: ran\n"
+    );
+    // Staged through the command's stdin: writeFile is for instances not
+    // yet active.
+    let staged = s
+        .target
+        .linux_provider()
+        .execute(ExecuteRequest {
+            instance_id: s.id.clone(),
+            command: SandboxCommand {
+                executable: "sh".into(),
+                arguments: vec![
+                    "-c".into(),
+                    "cat > /tmp/probe && chmod 755 /tmp/probe".into(),
+                ],
+                working_directory: "/".into(),
+                environment: Default::default(),
+                stdin_base64: Some(Bytes(std::fs::read(&probe).unwrap())),
+                timeout_seconds: 30,
+                output_limit_bytes: 1 << 20,
+            },
+        })
+        .await
+        .expect("stage the probe");
+    assert_eq!(staged.exit, ExitCause::ExitCode(0), "{staged:?}");
+    let (code, out, err) = s.sh("/tmp/probe").await;
+    assert_eq!(code, 0, "{err}");
+    // clone refused outright; clone3 as a kernel without it, so the C
+    // library falls back to clone for its threads, which still start.
+    assert_eq!(out, "clone: EPERM\nclone3: ENOSYS\nthread: ran\n");
     s.close().await;
 }
 

@@ -86,7 +86,7 @@ impl Inner {
             root,
             cgroups,
             credentials,
-            filters: vec![self.seccomp.clone()],
+            filters: self.seccomp.clone(),
         };
         hostexec::prepare(operation, target, program, &env).map(Prepared::from)
     }

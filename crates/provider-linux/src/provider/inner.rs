@@ -122,7 +122,8 @@ pub(crate) struct Inner {
     pub(crate) workload_user: WorkloadUser,
     pub(crate) cgroup_version: Option<CgroupVersion>,
     pub(crate) root_mode: RootMode,
-    pub(crate) seccomp: checkfu_sandbox_hostexec::seccomp::SeccompFilter,
+    /// The default filters, in the order they are installed.
+    pub(crate) seccomp: Vec<checkfu_sandbox_hostexec::seccomp::SeccompFilter>,
     /// instance id -> reservation token of its one live process.
     pub(crate) processes: Arc<ProcessTable>,
     /// beginActiveWrite's step hook (crash tests).
@@ -175,7 +176,7 @@ pub fn availability() -> Result<CgroupVersion, LinuxProviderError> {
             return Err(LinuxProviderError::Namespaces(format!("{path} is missing")));
         }
     }
-    crate::seccomp::default_filter()?;
+    crate::seccomp::default_filters()?;
     Ok(version)
 }
 
@@ -216,7 +217,7 @@ impl LinuxProvider {
                 workload_user: config.workload_user,
                 cgroup_version: Some(version),
                 root_mode,
-                seccomp: crate::seccomp::default_filter()?,
+                seccomp: crate::seccomp::default_filters()?,
                 processes: Arc::new(ProcessTable::new()),
                 active_write_hook: std::sync::OnceLock::new(),
                 made_cgroups: std::sync::atomic::AtomicBool::new(false),

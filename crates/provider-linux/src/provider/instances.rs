@@ -316,7 +316,7 @@ impl Inner {
             hostname: CString::new(INSTANCE_HOSTNAME).expect("no NUL"),
             cgroups: Vec::new(),
             requests: None,
-            filter: self.seccomp.clone(),
+            filters: self.seccomp.clone(),
         })
     }
 
