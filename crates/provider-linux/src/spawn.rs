@@ -109,8 +109,10 @@ pub(crate) struct InitPlan {
     pub(crate) proc_read_only: Vec<CString>,
     /// /proc files masked with /dev/null.
     pub(crate) proc_masked: Vec<CString>,
-    /// `<root>/dev`.
-    pub(crate) dev_dir: CString,
+    /// `<root>/dev`, to mount a tmpfs on; `None` where the root shows
+    /// `/dev` already (an overlay whose shared tree holds the nodes and
+    /// links, `crate::image::dev_ready`), with no nodes and links to add.
+    pub(crate) dev_dir: Option<CString>,
     /// (host device, node path inside `<root>/dev`).
     pub(crate) dev_nodes: Vec<(CString, CString)>,
     /// (link target, link path inside `<root>/dev`).
@@ -448,14 +450,16 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
         }
         let tmpfs = c"tmpfs";
         let dev_opts = c"mode=755,size=65536k";
-        if !mount(
-            Some(tmpfs),
-            &plan.dev_dir,
-            Some(tmpfs),
-            libc::MS_NOSUID | libc::MS_NOEXEC,
-            Some(dev_opts),
-        ) {
-            g_fail(wfd, 9);
+        if let Some(dev_dir) = &plan.dev_dir {
+            if !mount(
+                Some(tmpfs),
+                dev_dir,
+                Some(tmpfs),
+                libc::MS_NOSUID | libc::MS_NOEXEC,
+                Some(dev_opts),
+            ) {
+                g_fail(wfd, 9);
+            }
         }
         for (host, node) in &plan.dev_nodes {
             let fd = libc::open(

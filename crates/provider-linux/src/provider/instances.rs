@@ -22,6 +22,7 @@ use super::{
 use crate::cgroup::InstanceCgroups;
 use crate::image::ImageError;
 use crate::image::ImageStore;
+use crate::image::{DEV_LINKS, DEV_NODES};
 use crate::spawn::{self, Bind, InitPlan, RootMount};
 use crate::store::RootLayout as _;
 use crate::store::{InitRecord, InstanceRecord, Layout, RootMode};
@@ -43,8 +44,6 @@ const PROC_MASKED: &[&str] = &[
     "latency_stats",
     "kmsg",
 ];
-/// Host device nodes bound into an instance's `/dev`.
-const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
 /// What this provider is, for the shared instance and admission code.
 pub(super) const IDENTITY: HostProviderIdentity = HostProviderIdentity {
@@ -239,6 +238,7 @@ impl Inner {
     /// for the cgroups it joins (opened once they exist).
     fn init_plan(&self, rec: &InstanceRecord) -> Result<InitPlan, String> {
         let id = &rec.instance_id;
+        let lower = self.images.rootfs_dir(&rec.image);
         let root = self.layout.root_dir(id);
         let root_c = cstring(&root)?;
         let root_mount = match rec.root_mode {
@@ -246,7 +246,7 @@ impl Inner {
                 target: root_c.clone(),
                 data: CString::new(format!(
                     "lowerdir={},upperdir={},workdir={}",
-                    self.images.rootfs_dir(&rec.image).display(),
+                    lower.display(),
                     self.layout.upper_dir(id).display(),
                     self.layout.work_dir(id).display()
                 ))
@@ -279,7 +279,16 @@ impl Inner {
         // Parents before the mounts nested in them.
         binds.sort_by_key(|(len, _)| *len);
         let proc_dir = root.join("proc");
+        // An overlay whose shared tree holds /dev shows it as is; else a
+        // tmpfs with the host's nodes bound in (a copy's nodes would sit on
+        // the state directory's file system, which may be `nodev`).
         let dev_dir = root.join("dev");
+        let dev_in_root = rec.root_mode == RootMode::Overlay && crate::image::dev_ready(&lower);
+        let (dev_nodes, dev_links): (&[_], &[_]) = if dev_in_root {
+            (&[], &[])
+        } else {
+            (&DEV_NODES, &DEV_LINKS)
+        };
         Ok(InitPlan {
             root: root_mount,
             root_path: root_c,
@@ -293,25 +302,20 @@ impl Inner {
                 .iter()
                 .map(|p| cstring(&proc_dir.join(p)))
                 .collect::<Result<_, _>>()?,
-            dev_dir: cstring(&dev_dir)?,
-            dev_nodes: DEV_NODES
+            dev_dir: (!dev_in_root).then(|| cstring(&dev_dir)).transpose()?,
+            dev_nodes: dev_nodes
                 .iter()
-                .map(|n| {
+                .map(|(n, _, _)| {
                     Ok((
                         cstring(&Path::new("/dev").join(n))?,
                         cstring(&dev_dir.join(n))?,
                     ))
                 })
                 .collect::<Result<_, String>>()?,
-            dev_links: [
-                ("/proc/self/fd", "fd"),
-                ("/proc/self/fd/0", "stdin"),
-                ("/proc/self/fd/1", "stdout"),
-                ("/proc/self/fd/2", "stderr"),
-            ]
-            .iter()
-            .map(|(t, l)| Ok((cstring(Path::new(t))?, cstring(&dev_dir.join(l))?)))
-            .collect::<Result<_, String>>()?,
+            dev_links: dev_links
+                .iter()
+                .map(|(l, t)| Ok((cstring(Path::new(t))?, cstring(&dev_dir.join(l))?)))
+                .collect::<Result<_, String>>()?,
             dev_null: c"/dev/null".to_owned(),
             hostname: CString::new(INSTANCE_HOSTNAME).expect("no NUL"),
             cgroups: Vec::new(),
