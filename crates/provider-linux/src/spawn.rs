@@ -109,6 +109,9 @@ pub(crate) struct InitPlan {
     pub(crate) proc_read_only: Vec<CString>,
     /// /proc files masked with /dev/null.
     pub(crate) proc_masked: Vec<CString>,
+    /// Whether the init checks that each /proc entry exists before it
+    /// mounts over it (the lists could not be probed beforehand).
+    pub(crate) proc_check_each: bool,
     /// `<root>/dev`, to mount a tmpfs on; `None` where the root shows
     /// `/dev` already (an overlay whose shared tree holds the nodes and
     /// links, `crate::image::dev_ready`), with no nodes and links to add.
@@ -424,7 +427,7 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
         }
         for p in &plan.proc_read_only {
             // A path this kernel does not have needs no protection.
-            if libc::access(p.as_ptr(), libc::F_OK) != 0 {
+            if plan.proc_check_each && libc::access(p.as_ptr(), libc::F_OK) != 0 {
                 continue;
             }
             if !mount(Some(p), p, None, libc::MS_BIND | libc::MS_REC, None) {
@@ -442,7 +445,7 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
         }
         for p in &plan.proc_masked {
             // A file that does not exist on this kernel needs no mask.
-            if libc::access(p.as_ptr(), libc::F_OK) == 0
+            if (!plan.proc_check_each || libc::access(p.as_ptr(), libc::F_OK) == 0)
                 && !mount(Some(&plan.dev_null), p, None, libc::MS_BIND, None)
             {
                 g_fail(wfd, 8);

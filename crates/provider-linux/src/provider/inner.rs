@@ -199,6 +199,8 @@ impl LinuxProvider {
         } else {
             RootMode::Copy
         };
+        // Asked here, once per process, rather than on an activation.
+        crate::procfs::present();
         let provider = LinuxProvider {
             inner: Arc::new(Inner {
                 images: ImageStore::new(layout.images()),

@@ -33,18 +33,6 @@ const STOP_BOUND: Duration = Duration::from_secs(10);
 /// The host name every instance reports.
 pub const INSTANCE_HOSTNAME: &str = "checkfu";
 
-/// Files under `/proc` made read-only inside an instance.
-const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
-/// Files under `/proc` hidden behind `/dev/null` inside an instance.
-const PROC_MASKED: &[&str] = &[
-    "kcore",
-    "keys",
-    "timer_list",
-    "sched_debug",
-    "latency_stats",
-    "kmsg",
-];
-
 /// What this provider is, for the shared instance and admission code.
 pub(super) const IDENTITY: HostProviderIdentity = HostProviderIdentity {
     provider_id: PROVIDER_ID,
@@ -279,6 +267,8 @@ impl Inner {
         // Parents before the mounts nested in them.
         binds.sort_by_key(|(len, _)| *len);
         let proc_dir = root.join("proc");
+        // Only the entries this kernel has (asked once per process).
+        let proc = crate::procfs::present();
         // An overlay whose shared tree holds /dev shows it as is; else a
         // tmpfs with the host's nodes bound in (a copy's nodes would sit on
         // the state directory's file system, which may be `nodev`).
@@ -294,14 +284,17 @@ impl Inner {
             root_path: root_c,
             binds: binds.into_iter().map(|(_, b)| b).collect(),
             proc_dir: cstring(&proc_dir)?,
-            proc_read_only: PROC_READ_ONLY
+            proc_read_only: proc
+                .read_only
                 .iter()
                 .map(|p| cstring(&proc_dir.join(p)))
                 .collect::<Result<_, _>>()?,
-            proc_masked: PROC_MASKED
+            proc_masked: proc
+                .masked
                 .iter()
                 .map(|p| cstring(&proc_dir.join(p)))
                 .collect::<Result<_, _>>()?,
+            proc_check_each: !proc.probed,
             dev_dir: (!dev_in_root).then(|| cstring(&dev_dir)).transpose()?,
             dev_nodes: dev_nodes
                 .iter()
