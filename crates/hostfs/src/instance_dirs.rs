@@ -16,9 +16,9 @@ use crate::process::ProcessTable;
 use crate::store::{self, owner_of, Home, Layout};
 
 /// Creates the host directories of instance `id` made from `request` (its
-/// mounts and its output tree, each given to its owner, [`owner_of`]) and
-/// the mount points of nested mounts. A directory that exists already is
-/// kept.
+/// mounts, under `mounts/` only when there are any, and its output tree,
+/// each given to its owner, [`owner_of`]) and the mount points of nested
+/// mounts. A directory that exists already is kept.
 ///
 /// # Errors
 ///
@@ -29,8 +29,10 @@ pub fn prepare_dirs(
     request: &SandboxProvisionRequest,
 ) -> Result<(), String> {
     let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
-    std::fs::create_dir_all(layout.instance_dir(id).join("mounts"))
-        .map_err(|e| io("creating mounts", e))?;
+    if !request.mounts.is_empty() {
+        std::fs::create_dir_all(layout.instance_dir(id).join("mounts"))
+            .map_err(|e| io("creating mounts", e))?;
+    }
     let mut homes: Vec<Home> = (0..request.mounts.len()).map(Home::Mount).collect();
     homes.push(Home::Output);
     for home in homes {

@@ -8,6 +8,7 @@
 //! ```text
 //! <state_dir>/instances/<instance_id>/instance.json    the instance record
 //! <state_dir>/instances/<instance_id>/mounts/<index>/  host dir of request.mounts[index]
+//!                                                      (no mounts/ without mounts)
 //! <state_dir>/instances/<instance_id>/outputs/         host dir of /mnt/session/outputs
 //! <state_dir>/snapshots/<snapshot_id>/snapshot.json    the snapshot record
 //! <state_dir>/snapshots/<snapshot_id>/mounts/<index>.tar
@@ -212,9 +213,9 @@ pub fn write_record_with<T: Serialize>(
 }
 
 /// Creates the directory `dir` holding `record_name` (and an empty
-/// `mounts` directory) in one step: everything is prepared under a
-/// temporary sibling name that is then renamed to `dir`, so a sweep never
-/// sees the directory without its record.
+/// `mounts` directory when `with_mounts`) in one step: everything is
+/// prepared under a temporary sibling name that is then renamed to `dir`,
+/// so a sweep never sees the directory without its record.
 ///
 /// # Errors
 ///
@@ -224,6 +225,7 @@ pub fn publish_dir<T: Serialize>(
     record_name: &str,
     record: &T,
     durability: Durability,
+    with_mounts: bool,
 ) -> io::Result<()> {
     let parent = dir
         .parent()
@@ -234,7 +236,9 @@ pub fn publish_dir<T: Serialize>(
     let tmp = parent.join(format!(".{}.tmp", name.to_string_lossy()));
     std::fs::create_dir(&tmp)?;
     let res = (|| {
-        std::fs::create_dir(tmp.join("mounts"))?;
+        if with_mounts {
+            std::fs::create_dir(tmp.join("mounts"))?;
+        }
         write_record_with(&tmp.join(record_name), record, durability)?;
         std::fs::rename(&tmp, dir)
     })();

@@ -190,7 +190,12 @@ impl LinuxProvider {
             return Err(LinuxProviderError::Scope(config.scope));
         }
         let layout = Layout::new(config.state_dir);
-        for dir in [layout.instances(), layout.snapshots(), layout.images()] {
+        for dir in [
+            layout.instances(),
+            layout.snapshots(),
+            layout.images(),
+            layout.overlay_root(),
+        ] {
             std::fs::create_dir_all(&dir)
                 .map_err(|source| LinuxProviderError::StateDir { path: dir, source })?;
         }

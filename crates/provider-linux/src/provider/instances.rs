@@ -60,11 +60,12 @@ fn inside(root: &Path, sandbox_path: &str) -> PathBuf {
 
 pub(crate) use checkfu_sandbox_hostexec::command::start_ticks;
 
-/// Prepares the writable root layer: `upper/`, `work/` and the mount
-/// point `root/` (overlay), or a private copy of the image in `root/`;
-/// then the mount points of every mount, the output tree, `/proc` and
-/// `/dev` in it, created beneath the layer without following links.
-/// Blocking. A resumed instance (`fresh` false) already has its layer.
+/// Prepares the writable root layer: `upper/` and `work/` (overlay, mounted
+/// on the provider's one `overlay-root/`), or a private copy of the image
+/// in `root/`; then the mount points of every mount, the output tree,
+/// `/proc` and `/dev` the image lacks in it, created beneath the layer
+/// without following links. Blocking. A resumed instance (`fresh` false)
+/// already has its layer.
 pub(super) fn prepare_root(
     layout: &Layout,
     images: &ImageStore,
@@ -76,11 +77,7 @@ pub(super) fn prepare_root(
     let lower = images.rootfs_dir(&rec.image);
     let layer = match rec.root_mode {
         RootMode::Overlay => {
-            for d in [
-                layout.upper_dir(id),
-                layout.work_dir(id),
-                layout.root_dir(id),
-            ] {
+            for d in [layout.upper_dir(id), layout.work_dir(id)] {
                 std::fs::create_dir_all(&d).map_err(|e| io("creating the root layer", e))?;
             }
             layout.upper_dir(id)
@@ -227,7 +224,13 @@ impl Inner {
     fn init_plan(&self, rec: &InstanceRecord) -> Result<InitPlan, String> {
         let id = &rec.instance_id;
         let lower = self.images.rootfs_dir(&rec.image);
-        let root = self.layout.root_dir(id);
+        // Every overlay root is mounted on the same empty directory, each in
+        // its own instance's mount namespace (the init makes its mount tree
+        // private first): no mount point per instance to make and remove.
+        let root = match rec.root_mode {
+            RootMode::Overlay => self.layout.overlay_root(),
+            RootMode::Copy => self.layout.root_dir(id),
+        };
         let root_c = cstring(&root)?;
         let root_mount = match rec.root_mode {
             RootMode::Overlay => RootMount::Overlay {
