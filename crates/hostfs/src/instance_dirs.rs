@@ -2,7 +2,7 @@
 //! of its mounts and output tree made at provision ([`prepare_dirs`],
 //! [`prepare_mount_points`]), what destroy finds there
 //! ([`destroy_target`]) and the directory's removal
-//! ([`remove_instance_dir`]).
+//! ([`remove_instance_dir`], [`remove_instance_dir_blocking`]).
 
 use std::os::fd::AsFd as _;
 
@@ -110,7 +110,7 @@ pub fn destroy_target<R: DeserializeOwned>(
 }
 
 /// Removes the state directory of instance `id` (an absent one is
-/// removed already).
+/// removed already), on the blocking pool.
 ///
 /// # Errors
 ///
@@ -120,12 +120,28 @@ pub async fn remove_instance_dir(
     operation: Operation,
     id: &str,
 ) -> Result<(), SandboxError> {
-    let dir = layout.instance_dir(id);
-    blocking(op::DESTROY, move || match std::fs::remove_dir_all(&dir) {
+    let (layout, id) = (layout.clone(), id.to_owned());
+    blocking(op::DESTROY, move || {
+        remove_instance_dir_blocking(&layout, operation, &id)
+    })
+    .await?
+}
+
+/// [`remove_instance_dir`] on the calling thread, for a provider that
+/// removes the directory in a blocking task it runs anyway. Blocking.
+///
+/// # Errors
+///
+/// As [`remove_instance_dir`].
+pub fn remove_instance_dir_blocking(
+    layout: &Layout,
+    operation: Operation,
+    id: &str,
+) -> Result<(), SandboxError> {
+    match std::fs::remove_dir_all(layout.instance_dir(id)) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
-    })
-    .await?
+    }
     .map_err(|e| provider_error(operation, format!("removing the instance directory: {e}")))
 }

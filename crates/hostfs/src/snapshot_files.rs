@@ -304,7 +304,20 @@ pub fn rehydrations(
 /// `ProviderError` of `operation` naming the archive or directory that
 /// failed.
 pub async fn rehydrate(operation: Operation, jobs: Vec<Rehydration>) -> Result<(), SandboxError> {
-    blocking(operation, move || -> Result<(), String> {
+    blocking(operation, move || rehydrate_blocking(operation, jobs)).await?
+}
+
+/// [`rehydrate`] on the calling thread, for a provider that rehydrates in
+/// a blocking task it runs anyway. Blocking.
+///
+/// # Errors
+///
+/// As [`rehydrate`].
+pub fn rehydrate_blocking(
+    operation: Operation,
+    jobs: Vec<Rehydration>,
+) -> Result<(), SandboxError> {
+    let run = || -> Result<(), String> {
         for job in jobs {
             match job.archive {
                 Some(a) => {
@@ -328,7 +341,6 @@ pub async fn rehydrate(operation: Operation, jobs: Vec<Rehydration>) -> Result<(
             }
         }
         Ok(())
-    })
-    .await?
-    .map_err(|m| provider_error(operation, m))
+    };
+    run().map_err(|m| provider_error(operation, m))
 }

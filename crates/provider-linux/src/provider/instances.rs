@@ -13,6 +13,7 @@ use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_hostfs::instance::{self, HostProviderIdentity};
 use checkfu_sandbox_hostfs::instance_dirs::{self, DestroyTarget};
+use checkfu_sandbox_hostfs::snapshot_files;
 
 use super::{
     envelope::host_platform,
@@ -25,7 +26,7 @@ use crate::image::ImageStore;
 use crate::image::{DEV_LINKS, DEV_NODES};
 use crate::spawn::{self, Bind, InitPlan, RootMount};
 use crate::store::RootLayout as _;
-use crate::store::{InitRecord, InstanceRecord, Layout, RootMode};
+use crate::store::{InitRecord, InstanceRecord, Layout, RootMode, RECORD_REVISION};
 
 /// How long a killed init may take to disappear before destroy fails.
 const STOP_BOUND: Duration = Duration::from_secs(10);
@@ -156,6 +157,14 @@ fn kill_init(init: InitRecord) -> bool {
     }
 }
 
+/// How far a failed provision got.
+pub(super) enum ProvisionFailure {
+    /// Nothing of the instance was made (its image was not resolved).
+    Nothing(SandboxError),
+    /// The instance's directory may exist: the rollback removes it.
+    Partly(SandboxError),
+}
+
 impl Inner {
     /// The provider-side admission of a request (the runtime checks first;
     /// this refuses what this provider cannot do even if called directly).
@@ -178,15 +187,12 @@ impl Inner {
     }
 
     /// The root image in the store (its manifest digest, manifest and
-    /// configuration's environment).
-    pub(super) async fn resolve_root(
+    /// configuration's environment). Blocking.
+    fn resolve_root(
         &self,
         request: &SandboxProvisionRequest,
     ) -> Result<crate::image::StoredImage, SandboxError> {
-        let reference = request.root_image.as_str().to_owned();
-        let store = self.images.clone();
-        let res = blocking(op::PROVISION, move || store.resolve(&reference)).await?;
-        match res {
+        match self.images.resolve(request.root_image.as_str()) {
             Ok(image) => Ok(image),
             Err(e @ ImageError::NotFound { .. }) | Err(e @ ImageError::InvalidReference { .. }) => {
                 Err(SandboxError::unavailable(
@@ -201,6 +207,41 @@ impl Inner {
         }
     }
 
+    /// Provision's work for instance `id`, in one blocking task (each hop
+    /// to the blocking pool waits for a thread to be scheduled): the root
+    /// image resolved, the record published, the host directories made,
+    /// the image unpacked on its first use and the root layer prepared.
+    /// Blocking.
+    pub(super) fn provision_blocking(
+        &self,
+        request: &SandboxProvisionRequest,
+        id: &str,
+    ) -> Result<(), ProvisionFailure> {
+        const OP: Operation = op::PROVISION;
+        let stored = self
+            .resolve_root(request)
+            .map_err(ProvisionFailure::Nothing)?;
+        let rec = InstanceRecord {
+            record_revision: RECORD_REVISION,
+            scope: self.scope.clone(),
+            instance_id: id.to_owned(),
+            created_at: self.clock.now(),
+            state: InstanceState::Provisioning,
+            request: request.clone(),
+            image: stored.manifest_hex.clone(),
+            image_env: stored.env.clone(),
+            root_mode: self.root_mode,
+            init: None,
+            resumed_from: None,
+        };
+        let partly = ProvisionFailure::Partly;
+        snapshot_files::publish_instance(OP, &self.layout, id, &rec).map_err(partly)?;
+        self.prepare_dirs(id, request)
+            .and_then(|()| self.images.unpacked(&stored).map_err(|e| e.to_string()))
+            .and_then(|_| prepare_root(&self.layout, &self.images, &rec, true))
+            .map_err(|m| partly(provider_error(OP, m)))
+    }
+
     /// Creates the host directories of a fresh instance (mounts and output
     /// tree), with owners, and the mount points of nested mounts.
     pub(super) fn prepare_dirs(
@@ -209,14 +250,6 @@ impl Inner {
         request: &SandboxProvisionRequest,
     ) -> Result<(), String> {
         instance_dirs::prepare_dirs(&self.layout, id, request)
-    }
-
-    pub(super) fn prepare_mount_points(
-        &self,
-        id: &str,
-        request: &SandboxProvisionRequest,
-    ) -> Result<(), String> {
-        instance_dirs::prepare_mount_points(&self.layout, id, request)
     }
 
     /// The init's plan for an instance whose root layer is prepared, but
@@ -397,6 +430,18 @@ impl Inner {
         operation: Operation,
         rec: &InstanceRecord,
     ) -> Result<(), SandboxError> {
+        self.stop_instance(operation, rec, false).await
+    }
+
+    /// [`Inner::stop_init`], then, when `remove_dir` and everything else
+    /// went, the instance's directory in the same blocking task (one hop
+    /// to the blocking pool for destroy).
+    async fn stop_instance(
+        &self,
+        operation: Operation,
+        rec: &InstanceRecord,
+        remove_dir: bool,
+    ) -> Result<(), SandboxError> {
         // The host end first: deleting it takes the instance end with it at
         // once, where the namespace's own teardown after the kill is
         // asynchronous.
@@ -406,7 +451,8 @@ impl Inner {
             .map(|v| InstanceCgroups::new(v, &self.scope, &rec.instance_id));
         let init = rec.init;
         let remove_cgroups = detached.is_ok();
-        let (gone, cgroup_problem) = blocking(operation, move || {
+        let dir = remove_dir.then(|| (self.layout.clone(), rec.instance_id.clone()));
+        let (gone, cgroup_problem, dir_removed) = blocking(operation, move || {
             // A frozen task (a workload paused for beginActiveWrite, or by
             // an operator) does not act on SIGKILL until it is thawed.
             if let Some(cg) = &cgroups {
@@ -417,7 +463,13 @@ impl Inner {
                 (Some(cg), true) => cg.remove().err().map(|e| e.to_string()),
                 _ => None,
             };
-            (gone, problem)
+            let removed = match dir {
+                Some((layout, id)) if gone && remove_cgroups && problem.is_none() => Some(
+                    instance_dirs::remove_instance_dir_blocking(&layout, operation, &id),
+                ),
+                _ => None,
+            };
+            (gone, problem, removed)
         })
         .await?;
         if !gone {
@@ -438,7 +490,7 @@ impl Inner {
                 format!("removing the cgroups: {problem}"),
             ));
         }
-        Ok(())
+        dir_removed.unwrap_or(Ok(()))
     }
 
     /// Removes every trace of an instance: its open process, init,
@@ -456,17 +508,23 @@ impl Inner {
             |r: &InstanceRecord| r.scope == self.scope,
         );
         match target {
-            DestroyTarget::NotOurs => return Ok(()),
-            DestroyTarget::Ours(Some(rec)) => self.stop_init(operation, &rec).await?,
+            DestroyTarget::NotOurs => Ok(()),
+            DestroyTarget::Ours(Some(rec)) => self.stop_instance(operation, &rec, true).await,
             DestroyTarget::Ours(None) => {
-                if let Some(problem) = self.remove_cgroups(id).await {
-                    return Err(provider_error(
-                        operation,
-                        format!("removing the cgroups: {problem}"),
-                    ));
-                }
+                let cgroups = self
+                    .cgroup_version
+                    .map(|v| InstanceCgroups::new(v, &self.scope, id));
+                let (layout, id) = (self.layout.clone(), id.to_owned());
+                blocking(operation, move || {
+                    if let Some(cg) = &cgroups {
+                        cg.remove().map_err(|e| {
+                            provider_error(operation, format!("removing the cgroups: {e}"))
+                        })?;
+                    }
+                    instance_dirs::remove_instance_dir_blocking(&layout, operation, &id)
+                })
+                .await?
             }
         }
-        instance_dirs::remove_instance_dir(&self.layout, operation, id).await
     }
 }
