@@ -337,6 +337,21 @@ fn mount(
     unsafe { libc::mount(p(source), target.as_ptr(), p(fstype), flags, p(data).cast()) == 0 }
 }
 
+/// Binds the host's device node `host` onto `target`, then makes that
+/// bind read-only: the device still reads and writes, but its inode (the
+/// host's own node) cannot be chmodded, chowned or touched from inside,
+/// which a uid 0 workload, the node's owner, could do otherwise.
+fn bind_node_read_only(host: &CStr, target: &CStr) -> bool {
+    mount(Some(host), target, None, libc::MS_BIND, None)
+        && mount(
+            None,
+            target,
+            None,
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+            None,
+        )
+}
+
 /// Brings `lo` up in the current network namespace.
 fn loopback_up() -> bool {
     // SAFETY: a datagram socket and two ioctls on a zeroed `ifreq` naming
@@ -446,7 +461,7 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
         for p in &plan.proc_masked {
             // A file that does not exist on this kernel needs no mask.
             if (!plan.proc_check_each || libc::access(p.as_ptr(), libc::F_OK) == 0)
-                && !mount(Some(&plan.dev_null), p, None, libc::MS_BIND, None)
+                && !bind_node_read_only(&plan.dev_null, p)
             {
                 g_fail(wfd, 8);
             }
@@ -474,7 +489,7 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd) -> ! {
                 g_fail(wfd, 10);
             }
             libc::close(fd);
-            if !mount(Some(host), node, None, libc::MS_BIND, None) {
+            if !bind_node_read_only(host, node) {
                 g_fail(wfd, 10);
             }
         }
