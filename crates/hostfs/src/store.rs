@@ -200,16 +200,21 @@ pub fn write_record_with<T: Serialize>(
     value: &T,
     durability: Durability,
 ) -> io::Result<()> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     let tmp = path.with_extension("json.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        if durability == Durability::HostCrash {
-            f.sync_all()?;
-        }
-    }
+    write_file_with(&tmp, value, durability)?;
     std::fs::rename(&tmp, path)
+}
+
+/// Writes a JSON record to a new file at `path` (not atomically: for a
+/// file nobody reads yet), waiting for the disk as `durability` says.
+fn write_file_with<T: Serialize>(path: &Path, value: &T, durability: Durability) -> io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(&bytes)?;
+    if durability == Durability::HostCrash {
+        f.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Creates the directory `dir` holding `record_name` (and an empty
@@ -239,7 +244,9 @@ pub fn publish_dir<T: Serialize>(
         if with_mounts {
             std::fs::create_dir(tmp.join("mounts"))?;
         }
-        write_record_with(&tmp.join(record_name), record, durability)?;
+        // Written in place: the directory is renamed into view whole, so
+        // the record needs no temporary name (and no rename) of its own.
+        write_file_with(&tmp.join(record_name), record, durability)?;
         std::fs::rename(&tmp, dir)
     })();
     if res.is_err() {

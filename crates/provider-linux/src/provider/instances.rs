@@ -103,7 +103,8 @@ pub(super) fn prepare_root(
             root
         }
     };
-    let layer_fd = contained::open_root(&layer).map_err(|e| chain(&e))?;
+    // Opened only when a mount point is missing from the image.
+    let mut layer_fd = None;
     // A mount point the image's shared tree already holds as a directory
     // (the standard ones are added when an image is unpacked) needs nothing
     // in the writable layer: fewer directories to make and to remove.
@@ -121,7 +122,11 @@ pub(super) fn prepare_root(
         if in_image {
             continue;
         }
-        contained::create_dirs_beneath(layer_fd.as_fd(), rel, None)
+        if layer_fd.is_none() {
+            layer_fd = Some(contained::open_root(&layer).map_err(|e| chain(&e))?);
+        }
+        let fd = layer_fd.as_ref().expect("opened above");
+        contained::create_dirs_beneath(fd.as_fd(), rel, None)
             .map(drop)
             .map_err(|e| format!("mount point {p}: {}", chain(&e)))?;
     }
