@@ -2,7 +2,7 @@
 //! of its mounts and output tree made at provision ([`prepare_dirs`],
 //! [`prepare_mount_points`]), what destroy finds there
 //! ([`destroy_target`]) and the directory's removal
-//! ([`remove_instance_dir`]).
+//! ([`remove_instance_dir`], [`remove_instance_dir_blocking`]).
 
 use std::os::fd::AsFd as _;
 
@@ -16,9 +16,9 @@ use crate::process::ProcessTable;
 use crate::store::{self, owner_of, Home, Layout};
 
 /// Creates the host directories of instance `id` made from `request` (its
-/// mounts and its output tree, each given to its owner, [`owner_of`]) and
-/// the mount points of nested mounts. A directory that exists already is
-/// kept.
+/// mounts, under `mounts/` only when there are any, and its output tree,
+/// each given to its owner, [`owner_of`]) and the mount points of nested
+/// mounts. A directory that exists already is kept.
 ///
 /// # Errors
 ///
@@ -29,8 +29,10 @@ pub fn prepare_dirs(
     request: &SandboxProvisionRequest,
 ) -> Result<(), String> {
     let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
-    std::fs::create_dir_all(layout.instance_dir(id).join("mounts"))
-        .map_err(|e| io("creating mounts", e))?;
+    if !request.mounts.is_empty() {
+        std::fs::create_dir_all(layout.instance_dir(id).join("mounts"))
+            .map_err(|e| io("creating mounts", e))?;
+    }
     let mut homes: Vec<Home> = (0..request.mounts.len()).map(Home::Mount).collect();
     homes.push(Home::Output);
     for home in homes {
@@ -108,7 +110,7 @@ pub fn destroy_target<R: DeserializeOwned>(
 }
 
 /// Removes the state directory of instance `id` (an absent one is
-/// removed already).
+/// removed already), on the blocking pool.
 ///
 /// # Errors
 ///
@@ -118,12 +120,28 @@ pub async fn remove_instance_dir(
     operation: Operation,
     id: &str,
 ) -> Result<(), SandboxError> {
-    let dir = layout.instance_dir(id);
-    blocking(op::DESTROY, move || match std::fs::remove_dir_all(&dir) {
+    let (layout, id) = (layout.clone(), id.to_owned());
+    blocking(op::DESTROY, move || {
+        remove_instance_dir_blocking(&layout, operation, &id)
+    })
+    .await?
+}
+
+/// [`remove_instance_dir`] on the calling thread, for a provider that
+/// removes the directory in a blocking task it runs anyway. Blocking.
+///
+/// # Errors
+///
+/// As [`remove_instance_dir`].
+pub fn remove_instance_dir_blocking(
+    layout: &Layout,
+    operation: Operation,
+    id: &str,
+) -> Result<(), SandboxError> {
+    match std::fs::remove_dir_all(layout.instance_dir(id)) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
-    })
-    .await?
+    }
     .map_err(|e| provider_error(operation, format!("removing the instance directory: {e}")))
 }

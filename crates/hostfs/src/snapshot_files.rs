@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use crate::archive::{self, ArchiveJob};
 use crate::errors::{blocking, chain, provider_error};
+use crate::host::InstanceRecordView;
 use crate::rootfs::CHECKFU_UID;
 use crate::store::{self, owner_of, ArchivedMount, Home, Layout};
 
@@ -86,16 +87,20 @@ pub fn publish_snapshot<T: Serialize>(
         store::SNAPSHOT_RECORD,
         record,
         store::Durability::HostCrash,
+        true,
     )
     .map_err(|e| provider_error(operation, format!("creating the snapshot directory: {e}")))
 }
 
-/// Creates instance `id`'s directory holding `record`, in one step.
+/// Creates instance `id`'s directory holding `record`, in one step, with
+/// the `mounts` directory only when the record's request has mounts (a
+/// directory made and removed per instance costs a file system metadata
+/// operation each way).
 ///
 /// # Errors
 ///
 /// `ProviderError` of `operation` when the directory cannot be created.
-pub fn publish_instance<T: Serialize>(
+pub fn publish_instance<T: Serialize + InstanceRecordView>(
     operation: Operation,
     layout: &Layout,
     id: &str,
@@ -106,6 +111,7 @@ pub fn publish_instance<T: Serialize>(
         store::INSTANCE_RECORD,
         record,
         store::Durability::ProcessCrash,
+        !record.request().mounts.is_empty(),
     )
     .map_err(|e| provider_error(operation, format!("creating the instance directory: {e}")))
 }
@@ -298,7 +304,20 @@ pub fn rehydrations(
 /// `ProviderError` of `operation` naming the archive or directory that
 /// failed.
 pub async fn rehydrate(operation: Operation, jobs: Vec<Rehydration>) -> Result<(), SandboxError> {
-    blocking(operation, move || -> Result<(), String> {
+    blocking(operation, move || rehydrate_blocking(operation, jobs)).await?
+}
+
+/// [`rehydrate`] on the calling thread, for a provider that rehydrates in
+/// a blocking task it runs anyway. Blocking.
+///
+/// # Errors
+///
+/// As [`rehydrate`].
+pub fn rehydrate_blocking(
+    operation: Operation,
+    jobs: Vec<Rehydration>,
+) -> Result<(), SandboxError> {
+    let run = || -> Result<(), String> {
         for job in jobs {
             match job.archive {
                 Some(a) => {
@@ -322,7 +341,6 @@ pub async fn rehydrate(operation: Operation, jobs: Vec<Rehydration>) -> Result<(
             }
         }
         Ok(())
-    })
-    .await?
-    .map_err(|m| provider_error(operation, m))
+    };
+    run().map_err(|m| provider_error(operation, m))
 }

@@ -8,6 +8,7 @@
 //! ```text
 //! <state_dir>/instances/<instance_id>/instance.json    the instance record
 //! <state_dir>/instances/<instance_id>/mounts/<index>/  host dir of request.mounts[index]
+//!                                                      (no mounts/ without mounts)
 //! <state_dir>/instances/<instance_id>/outputs/         host dir of /mnt/session/outputs
 //! <state_dir>/snapshots/<snapshot_id>/snapshot.json    the snapshot record
 //! <state_dir>/snapshots/<snapshot_id>/mounts/<index>.tar
@@ -199,22 +200,27 @@ pub fn write_record_with<T: Serialize>(
     value: &T,
     durability: Durability,
 ) -> io::Result<()> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     let tmp = path.with_extension("json.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        if durability == Durability::HostCrash {
-            f.sync_all()?;
-        }
-    }
+    write_file_with(&tmp, value, durability)?;
     std::fs::rename(&tmp, path)
 }
 
+/// Writes a JSON record to a new file at `path` (not atomically: for a
+/// file nobody reads yet), waiting for the disk as `durability` says.
+fn write_file_with<T: Serialize>(path: &Path, value: &T, durability: Durability) -> io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(&bytes)?;
+    if durability == Durability::HostCrash {
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
 /// Creates the directory `dir` holding `record_name` (and an empty
-/// `mounts` directory) in one step: everything is prepared under a
-/// temporary sibling name that is then renamed to `dir`, so a sweep never
-/// sees the directory without its record.
+/// `mounts` directory when `with_mounts`) in one step: everything is
+/// prepared under a temporary sibling name that is then renamed to `dir`,
+/// so a sweep never sees the directory without its record.
 ///
 /// # Errors
 ///
@@ -224,6 +230,7 @@ pub fn publish_dir<T: Serialize>(
     record_name: &str,
     record: &T,
     durability: Durability,
+    with_mounts: bool,
 ) -> io::Result<()> {
     let parent = dir
         .parent()
@@ -234,8 +241,12 @@ pub fn publish_dir<T: Serialize>(
     let tmp = parent.join(format!(".{}.tmp", name.to_string_lossy()));
     std::fs::create_dir(&tmp)?;
     let res = (|| {
-        std::fs::create_dir(tmp.join("mounts"))?;
-        write_record_with(&tmp.join(record_name), record, durability)?;
+        if with_mounts {
+            std::fs::create_dir(tmp.join("mounts"))?;
+        }
+        // Written in place: the directory is renamed into view whole, so
+        // the record needs no temporary name (and no rename) of its own.
+        write_file_with(&tmp.join(record_name), record, durability)?;
         std::fs::rename(&tmp, dir)
     })();
     if res.is_err() {

@@ -269,8 +269,13 @@ impl InstanceCgroups {
     /// No freezer, a freezer file that cannot be written, or the timeout.
     pub fn thaw(&self) -> io::Result<()> {
         let dir = self.freezer_dir()?;
-        if !dir.exists() {
-            return Ok(());
+        // Read first: a group that is not frozen (the usual case) needs no
+        // write, and one that does not exist is thawed.
+        match freezer_state(self.version, dir) {
+            Ok(false) => return Ok(()),
+            Ok(true) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
         }
         let deadline = std::time::Instant::now() + FREEZE_BOUND;
         loop {
@@ -417,8 +422,9 @@ impl InstanceCgroups {
         pids
     }
 
-    /// Thaws the group, kills every member (SIGKILL), then removes the
-    /// instance's directories. The scope's directories stay for the next
+    /// Removes the instance's directories; where members are left, thaws
+    /// the group, kills every member (SIGKILL) and removes them again,
+    /// 2,000 attempts 1 ms apart. The scope's directories stay for the next
     /// instance (creating and removing them costs a dozen `mkdir` and
     /// `rmdir` per lifecycle); [`remove_scope_dirs`] removes them when
     /// empty. Missing directories are fine.
@@ -427,6 +433,13 @@ impl InstanceCgroups {
     ///
     /// A directory that still exists after the removal attempts.
     pub fn remove(&self) -> io::Result<()> {
+        // Usually nothing is left in the groups (the init's death ended
+        // every process of the instance): each `rmdir` succeeds at once,
+        // with no thaw and no listing. The kernel refuses to remove a group
+        // that still has members.
+        if self.remove_dirs().is_ok() {
+            return Ok(());
+        }
         // A frozen task does not act on SIGKILL until it is thawed.
         if self.freezer.is_some() {
             let _ = self.thaw();
@@ -439,19 +452,26 @@ impl InstanceCgroups {
                     rustix::process::Signal::KILL,
                 );
             }
-            last = Ok(());
-            for dir in &self.dirs {
-                match fs::remove_dir(dir) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => last = Err(io_at(dir, e)),
-                }
-            }
+            last = self.remove_dirs();
             if last.is_ok() {
                 break;
             }
             let _ = attempt;
             std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        last
+    }
+
+    /// Removes each of the instance's directories (a missing one is
+    /// removed); the last failure.
+    fn remove_dirs(&self) -> io::Result<()> {
+        let mut last = Ok(());
+        for dir in &self.dirs {
+            match fs::remove_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => last = Err(io_at(dir, e)),
+            }
         }
         last
     }

@@ -36,6 +36,7 @@ pub mod image;
 mod members;
 pub mod network;
 mod overlay;
+mod procfs;
 mod provider;
 pub mod seccomp;
 mod spawn;

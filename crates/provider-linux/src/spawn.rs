@@ -112,8 +112,13 @@ pub(crate) struct InitPlan {
     pub(crate) proc_read_only: Vec<CString>,
     /// /proc files masked with /dev/null.
     pub(crate) proc_masked: Vec<CString>,
-    /// `<root>/dev`.
-    pub(crate) dev_dir: CString,
+    /// Whether the init checks that each /proc entry exists before it
+    /// mounts over it (the lists could not be probed beforehand).
+    pub(crate) proc_check_each: bool,
+    /// `<root>/dev`, to mount a tmpfs on; `None` where the root shows
+    /// `/dev` already (an overlay whose shared tree holds the nodes and
+    /// links, `crate::image::dev_ready`), with no nodes and links to add.
+    pub(crate) dev_dir: Option<CString>,
     /// (host device, node path inside `<root>/dev`).
     pub(crate) dev_nodes: Vec<(CString, CString)>,
     /// (link target, link path inside `<root>/dev`).
@@ -397,6 +402,21 @@ fn mount(
     unsafe { libc::mount(p(source), target.as_ptr(), p(fstype), flags, p(data).cast()) == 0 }
 }
 
+/// Binds the host's device node `host` onto `target`, then makes that
+/// bind read-only: the device still reads and writes, but its inode (the
+/// host's own node) cannot be chmodded, chowned or touched from inside,
+/// which a uid 0 workload, the node's owner, could do otherwise.
+fn bind_node_read_only(host: &CStr, target: &CStr) -> bool {
+    mount(Some(host), target, None, libc::MS_BIND, None)
+        && mount(
+            None,
+            target,
+            None,
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+            None,
+        )
+}
+
 /// Brings `lo` up in the current network namespace.
 fn loopback_up() -> bool {
     // SAFETY: a datagram socket and two ioctls on a zeroed `ifreq` naming
@@ -487,7 +507,7 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd, requests: RawFd) -
         }
         for p in &plan.proc_read_only {
             // A path this kernel does not have needs no protection.
-            if libc::access(p.as_ptr(), libc::F_OK) != 0 {
+            if plan.proc_check_each && libc::access(p.as_ptr(), libc::F_OK) != 0 {
                 continue;
             }
             if !mount(Some(p), p, None, libc::MS_BIND | libc::MS_REC, None) {
@@ -505,22 +525,24 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd, requests: RawFd) -
         }
         for p in &plan.proc_masked {
             // A file that does not exist on this kernel needs no mask.
-            if libc::access(p.as_ptr(), libc::F_OK) == 0
-                && !mount(Some(&plan.dev_null), p, None, libc::MS_BIND, None)
+            if (!plan.proc_check_each || libc::access(p.as_ptr(), libc::F_OK) == 0)
+                && !bind_node_read_only(&plan.dev_null, p)
             {
                 g_fail(wfd, 8);
             }
         }
         let tmpfs = c"tmpfs";
         let dev_opts = c"mode=755,size=65536k";
-        if !mount(
-            Some(tmpfs),
-            &plan.dev_dir,
-            Some(tmpfs),
-            libc::MS_NOSUID | libc::MS_NOEXEC,
-            Some(dev_opts),
-        ) {
-            g_fail(wfd, 9);
+        if let Some(dev_dir) = &plan.dev_dir {
+            if !mount(
+                Some(tmpfs),
+                dev_dir,
+                Some(tmpfs),
+                libc::MS_NOSUID | libc::MS_NOEXEC,
+                Some(dev_opts),
+            ) {
+                g_fail(wfd, 9);
+            }
         }
         for (host, node) in &plan.dev_nodes {
             let fd = libc::open(
@@ -532,7 +554,7 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd, requests: RawFd) -
                 g_fail(wfd, 10);
             }
             libc::close(fd);
-            if !mount(Some(host), node, None, libc::MS_BIND, None) {
+            if !bind_node_read_only(host, node) {
                 g_fail(wfd, 10);
             }
         }

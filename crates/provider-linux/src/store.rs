@@ -8,11 +8,13 @@
 //! ```text
 //! <state_dir>/instances/<instance_id>/instance.json    InstanceRecord
 //! <state_dir>/instances/<instance_id>/mounts/<index>/  host dir of request.mounts[index]
+//!                                                      (no mounts/ without mounts)
 //! <state_dir>/instances/<instance_id>/outputs/         host dir of /mnt/session/outputs
 //! <state_dir>/instances/<instance_id>/upper/           writable root layer (overlay upper)
 //! <state_dir>/instances/<instance_id>/work/            overlay work directory
-//! <state_dir>/instances/<instance_id>/root/            the root's mount point (a copy
-//!                                                      of the image where overlay is refused)
+//! <state_dir>/instances/<instance_id>/root/            where overlay is refused: a private
+//!                                                      copy of the image, its own mount point
+//! <state_dir>/overlay-root/                            the mount point of every overlay root
 //! <state_dir>/snapshots/<snapshot_id>/snapshot.json    SnapshotRecord
 //! <state_dir>/snapshots/<snapshot_id>/mounts/<index>.tar
 //! <state_dir>/snapshots/<snapshot_id>/outputs.tar
@@ -21,7 +23,10 @@
 //! ```
 //!
 //! Only `mounts/<index>`, `outputs` and the root are ever mounted into an
-//! instance (and only inside its own mount namespace); the record
+//! instance (and only inside its own mount namespace: every overlay root
+//! is mounted on the same empty `overlay-root/`, each in its instance's
+//! namespace after the init made its mount tree private, so the host's
+//! stays empty and an instance needs no mount point of its own); the record
 //! files sit beside them, out of the workload's reach, so they are read and
 //! written with ordinary path-based calls. Everything *inside* a bound
 //! directory is workload-controlled and is only touched through descriptor
@@ -122,8 +127,11 @@ pub trait RootLayout {
     fn upper_dir(&self, id: &str) -> PathBuf;
     /// The overlay work directory.
     fn work_dir(&self, id: &str) -> PathBuf;
-    /// The root's mount point (the copy itself in copy mode).
+    /// A private copy of the image, also its mount point (copy mode).
     fn root_dir(&self, id: &str) -> PathBuf;
+    /// The mount point of every overlay root, each mounted in its own
+    /// instance's mount namespace (overlay mode).
+    fn overlay_root(&self) -> PathBuf;
     /// The image store.
     fn images(&self) -> PathBuf;
 }
@@ -139,6 +147,10 @@ impl RootLayout for Layout {
 
     fn root_dir(&self, id: &str) -> PathBuf {
         self.instance_dir(id).join("root")
+    }
+
+    fn overlay_root(&self) -> PathBuf {
+        self.root().join("overlay-root")
     }
 
     fn images(&self) -> PathBuf {

@@ -310,3 +310,52 @@ async fn descriptors_of_the_provider_process_do_not_reach_the_workload() {
     checkfu_test_support::fds::release_inheritable(held);
     s.close().await;
 }
+
+/// The modification times of the host's device nodes an instance shows.
+fn host_node_times() -> Vec<(String, i64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    ["null", "zero", "full", "random", "urandom"]
+        .iter()
+        .map(|n| {
+            let m = std::fs::metadata(format!("/dev/{n}")).expect("a host node");
+            ((*n).to_owned(), m.mtime())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosts_device_nodes_cannot_be_changed_from_inside() {
+    let Some(s) = Sandbox::start("linux_escape_nodes").await else {
+        return;
+    };
+    // The workload is uid 0, the owner of every node: with write access
+    // to a host node's inode it could touch, chown or chmod it. (Only
+    // touch and chown are tried: a chmod that got through would break the
+    // host.) /dev/null also masks files of /proc.
+    let script = "touch -d 2001-01-01 /dev/null /dev/zero /dev/full /dev/random /dev/urandom \
+/proc/keys /proc/kmsg /proc/timer_list 2>/dev/null; chown 0:0 /dev/null /proc/keys 2>/dev/null; \
+stat -c %y /dev/null | cut -c1-4";
+    let before = host_node_times();
+    // /dev from the image's shared tree: a touch changes the instance's own
+    // copy of the node (the overlay copies it up), never the host's.
+    let (_, out, _) = s.sh(script).await;
+    assert_eq!(host_node_times(), before, "inside: {out}");
+    if s.target.linux_provider().uses_overlay() {
+        assert_eq!(out, "2001\n", "the probe reached the instance's node");
+    }
+    // /dev on a tmpfs with the host's nodes bound in (a tree unpacked
+    // before the store added /dev): the binds are read-only.
+    let p = s.target.linux_provider();
+    let tree = p
+        .images()
+        .rootfs_dir(s.target.root_image().digest().hex())
+        .join("dev");
+    for e in std::fs::read_dir(&tree).expect("the tree's /dev") {
+        std::fs::remove_file(e.expect("entry").path()).expect("remove a /dev entry");
+    }
+    let second = Sandbox::activate_one(&s.target).await;
+    let (_, out, _) = s.sh_in(&second, script).await;
+    assert_eq!(host_node_times(), before, "inside: {out}");
+    assert_ne!(out, "2001\n");
+    s.close().await;
+}

@@ -8,7 +8,9 @@
 //! <state_dir>/images/index.json                 one descriptor per name, annotated
 //!                                               org.opencontainers.image.ref.name = <name>:<tag>
 //! <state_dir>/images/blobs/sha256/<hex>         manifests, configurations, layers
-//! <state_dir>/images/rootfs/<manifest hex>/     the unpacked root file system
+//! <state_dir>/images/rootfs/<manifest hex>/     the unpacked root file system, with the
+//!                                               standard mount points and /dev's nodes
+//!                                               and links added
 //! ```
 //!
 //! A pinned reference is `<name>@sha256:<manifest digest>`: the digest of
@@ -33,7 +35,9 @@ use checkfu_sandbox_hostfs::rootfs::{hex, rootfs_tar, Busybox, FIXTURE_PATH_ENV}
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+mod dev;
 mod layers;
+pub use dev::{dev_ready, DEV_LINKS, DEV_NODES};
 use layers::{apply_layer, path_exists, write_atomic};
 
 /// The name of the fixture image in the store.
@@ -208,7 +212,8 @@ pub const STANDARD_MOUNT_POINTS: [&str; 3] = [
 
 /// Adds the [`STANDARD_MOUNT_POINTS`] an unpacked tree lacks, as
 /// directories mode 0755 owned by root, without following links: an
-/// instance then needs none of them in its writable layer. A point the
+/// instance then needs none of them in its writable layer. (`/dev` then
+/// gets its nodes and links: [`dev_ready`].) A point the
 /// image holds as something else (a link, a file) is left for the
 /// instance's own preparation to refuse by name.
 fn add_mount_points(tree: &Path) {
@@ -548,6 +553,7 @@ impl ImageStore {
                 apply_layer(&bytes, &tmp)?;
             }
             add_mount_points(&tmp);
+            dev::add_dev(&tmp);
             Ok(())
         })();
         if let Err(e) = res {

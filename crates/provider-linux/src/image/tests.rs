@@ -96,3 +96,33 @@ fn a_bare_manifest_digest_pins_to_a_name_it_is_listed_under() {
         Err(ImageError::NotFound { reference }) if reference == absent
     ));
 }
+
+#[test]
+fn an_unpacked_tree_holds_dev_only_as_the_store_made_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ImageStore::new(dir.path().join("images"));
+    store.write_fixture(&busybox()).unwrap();
+    let image = store.resolve(&format!("{FIXTURE_NAME}:busybox-{}", "ab".repeat(6)));
+    let rootfs = store.unpacked(&image.unwrap()).unwrap();
+    // The nodes need `mknod` (root): elsewhere the tree is not ready, and
+    // instances fall back to the tmpfs.
+    let root = rustix::process::geteuid().is_root();
+    assert_eq!(dev_ready(&rootfs), root);
+    if !root {
+        return;
+    }
+    let dev = rootfs.join("dev");
+    // Anything else in /dev, or a /dev others may write, is not the store's.
+    fs::write(dev.join("console"), b"").unwrap();
+    assert!(!dev_ready(&rootfs));
+    fs::remove_file(dev.join("console")).unwrap();
+    assert!(dev_ready(&rootfs));
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::set_permissions(&dev, fs::Permissions::from_mode(0o777)).unwrap();
+    assert!(!dev_ready(&rootfs));
+    fs::set_permissions(&dev, fs::Permissions::from_mode(0o755)).unwrap();
+    // A node replaced by a file of the same name.
+    fs::remove_file(dev.join("zero")).unwrap();
+    fs::write(dev.join("zero"), b"").unwrap();
+    assert!(!dev_ready(&rootfs));
+}

@@ -199,7 +199,12 @@ impl LinuxProvider {
             return Err(LinuxProviderError::Scope(config.scope));
         }
         let layout = Layout::new(config.state_dir);
-        for dir in [layout.instances(), layout.snapshots(), layout.images()] {
+        for dir in [
+            layout.instances(),
+            layout.snapshots(),
+            layout.images(),
+            layout.overlay_root(),
+        ] {
             std::fs::create_dir_all(&dir)
                 .map_err(|source| LinuxProviderError::StateDir { path: dir, source })?;
         }
@@ -208,6 +213,8 @@ impl LinuxProvider {
         } else {
             RootMode::Copy
         };
+        // Asked here, once per process, rather than on an activation.
+        crate::procfs::present();
         let provider = LinuxProvider {
             inner: Arc::new(Inner {
                 images: ImageStore::new(layout.images()),

@@ -13,6 +13,7 @@ use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_hostfs::instance::{self, HostProviderIdentity};
 use checkfu_sandbox_hostfs::instance_dirs::{self, DestroyTarget};
+use checkfu_sandbox_hostfs::snapshot_files;
 
 use super::{
     envelope::host_platform,
@@ -22,29 +23,16 @@ use super::{
 use crate::cgroup::InstanceCgroups;
 use crate::image::ImageError;
 use crate::image::ImageStore;
+use crate::image::{DEV_LINKS, DEV_NODES};
 use crate::spawn::{self, Bind, InitPlan, RootMount};
 use crate::store::RootLayout as _;
-use crate::store::{InitRecord, InstanceRecord, Layout, RootMode};
+use crate::store::{InitRecord, InstanceRecord, Layout, RootMode, RECORD_REVISION};
 
 /// How long a killed init may take to disappear before destroy fails.
 const STOP_BOUND: Duration = Duration::from_secs(10);
 
 /// The host name every instance reports.
 pub const INSTANCE_HOSTNAME: &str = "checkfu";
-
-/// Files under `/proc` made read-only inside an instance.
-const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
-/// Files under `/proc` hidden behind `/dev/null` inside an instance.
-const PROC_MASKED: &[&str] = &[
-    "kcore",
-    "keys",
-    "timer_list",
-    "sched_debug",
-    "latency_stats",
-    "kmsg",
-];
-/// Host device nodes bound into an instance's `/dev`.
-const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
 /// What this provider is, for the shared instance and admission code.
 pub(super) const IDENTITY: HostProviderIdentity = HostProviderIdentity {
@@ -73,11 +61,12 @@ fn inside(root: &Path, sandbox_path: &str) -> PathBuf {
 
 pub(crate) use checkfu_sandbox_hostexec::command::start_ticks;
 
-/// Prepares the writable root layer: `upper/`, `work/` and the mount
-/// point `root/` (overlay), or a private copy of the image in `root/`;
-/// then the mount points of every mount, the output tree, `/proc` and
-/// `/dev` in it, created beneath the layer without following links.
-/// Blocking. A resumed instance (`fresh` false) already has its layer.
+/// Prepares the writable root layer: `upper/` and `work/` (overlay, mounted
+/// on the provider's one `overlay-root/`), or a private copy of the image
+/// in `root/`; then the mount points of every mount, the output tree,
+/// `/proc` and `/dev` the image lacks in it, created beneath the layer
+/// without following links. Blocking. A resumed instance (`fresh` false)
+/// already has its layer.
 pub(super) fn prepare_root(
     layout: &Layout,
     images: &ImageStore,
@@ -89,11 +78,7 @@ pub(super) fn prepare_root(
     let lower = images.rootfs_dir(&rec.image);
     let layer = match rec.root_mode {
         RootMode::Overlay => {
-            for d in [
-                layout.upper_dir(id),
-                layout.work_dir(id),
-                layout.root_dir(id),
-            ] {
+            for d in [layout.upper_dir(id), layout.work_dir(id)] {
                 std::fs::create_dir_all(&d).map_err(|e| io("creating the root layer", e))?;
             }
             layout.upper_dir(id)
@@ -118,7 +103,8 @@ pub(super) fn prepare_root(
             root
         }
     };
-    let layer_fd = contained::open_root(&layer).map_err(|e| chain(&e))?;
+    // Opened only when a mount point is missing from the image.
+    let mut layer_fd = None;
     // A mount point the image's shared tree already holds as a directory
     // (the standard ones are added when an image is unpacked) needs nothing
     // in the writable layer: fewer directories to make and to remove.
@@ -136,7 +122,11 @@ pub(super) fn prepare_root(
         if in_image {
             continue;
         }
-        contained::create_dirs_beneath(layer_fd.as_fd(), rel, None)
+        if layer_fd.is_none() {
+            layer_fd = Some(contained::open_root(&layer).map_err(|e| chain(&e))?);
+        }
+        let fd = layer_fd.as_ref().expect("opened above");
+        contained::create_dirs_beneath(fd.as_fd(), rel, None)
             .map(drop)
             .map_err(|e| format!("mount point {p}: {}", chain(&e)))?;
     }
@@ -172,6 +162,14 @@ fn kill_init(init: InitRecord) -> bool {
     }
 }
 
+/// How far a failed provision got.
+pub(super) enum ProvisionFailure {
+    /// Nothing of the instance was made (its image was not resolved).
+    Nothing(SandboxError),
+    /// The instance's directory may exist: the rollback removes it.
+    Partly(SandboxError),
+}
+
 impl Inner {
     /// The provider-side admission of a request (the runtime checks first;
     /// this refuses what this provider cannot do even if called directly).
@@ -194,15 +192,12 @@ impl Inner {
     }
 
     /// The root image in the store (its manifest digest, manifest and
-    /// configuration's environment).
-    pub(super) async fn resolve_root(
+    /// configuration's environment). Blocking.
+    fn resolve_root(
         &self,
         request: &SandboxProvisionRequest,
     ) -> Result<crate::image::StoredImage, SandboxError> {
-        let reference = request.root_image.as_str().to_owned();
-        let store = self.images.clone();
-        let res = blocking(op::PROVISION, move || store.resolve(&reference)).await?;
-        match res {
+        match self.images.resolve(request.root_image.as_str()) {
             Ok(image) => Ok(image),
             Err(e @ ImageError::NotFound { .. }) | Err(e @ ImageError::InvalidReference { .. }) => {
                 Err(SandboxError::unavailable(
@@ -217,6 +212,41 @@ impl Inner {
         }
     }
 
+    /// Provision's work for instance `id`, in one blocking task (each hop
+    /// to the blocking pool waits for a thread to be scheduled): the root
+    /// image resolved, the record published, the host directories made,
+    /// the image unpacked on its first use and the root layer prepared.
+    /// Blocking.
+    pub(super) fn provision_blocking(
+        &self,
+        request: &SandboxProvisionRequest,
+        id: &str,
+    ) -> Result<(), ProvisionFailure> {
+        const OP: Operation = op::PROVISION;
+        let stored = self
+            .resolve_root(request)
+            .map_err(ProvisionFailure::Nothing)?;
+        let rec = InstanceRecord {
+            record_revision: RECORD_REVISION,
+            scope: self.scope.clone(),
+            instance_id: id.to_owned(),
+            created_at: self.clock.now(),
+            state: InstanceState::Provisioning,
+            request: request.clone(),
+            image: stored.manifest_hex.clone(),
+            image_env: stored.env.clone(),
+            root_mode: self.root_mode,
+            init: None,
+            resumed_from: None,
+        };
+        let partly = ProvisionFailure::Partly;
+        snapshot_files::publish_instance(OP, &self.layout, id, &rec).map_err(partly)?;
+        self.prepare_dirs(id, request)
+            .and_then(|()| self.images.unpacked(&stored).map_err(|e| e.to_string()))
+            .and_then(|_| prepare_root(&self.layout, &self.images, &rec, true))
+            .map_err(|m| partly(provider_error(OP, m)))
+    }
+
     /// Creates the host directories of a fresh instance (mounts and output
     /// tree), with owners, and the mount points of nested mounts.
     pub(super) fn prepare_dirs(
@@ -227,26 +257,25 @@ impl Inner {
         instance_dirs::prepare_dirs(&self.layout, id, request)
     }
 
-    pub(super) fn prepare_mount_points(
-        &self,
-        id: &str,
-        request: &SandboxProvisionRequest,
-    ) -> Result<(), String> {
-        instance_dirs::prepare_mount_points(&self.layout, id, request)
-    }
-
     /// The init's plan for an instance whose root layer is prepared, but
     /// for the cgroups it joins (opened once they exist).
     fn init_plan(&self, rec: &InstanceRecord) -> Result<InitPlan, String> {
         let id = &rec.instance_id;
-        let root = self.layout.root_dir(id);
+        let lower = self.images.rootfs_dir(&rec.image);
+        // Every overlay root is mounted on the same empty directory, each in
+        // its own instance's mount namespace (the init makes its mount tree
+        // private first): no mount point per instance to make and remove.
+        let root = match rec.root_mode {
+            RootMode::Overlay => self.layout.overlay_root(),
+            RootMode::Copy => self.layout.root_dir(id),
+        };
         let root_c = cstring(&root)?;
         let root_mount = match rec.root_mode {
             RootMode::Overlay => RootMount::Overlay {
                 target: root_c.clone(),
                 data: CString::new(format!(
                     "lowerdir={},upperdir={},workdir={}",
-                    self.images.rootfs_dir(&rec.image).display(),
+                    lower.display(),
                     self.layout.upper_dir(id).display(),
                     self.layout.work_dir(id).display()
                 ))
@@ -279,39 +308,48 @@ impl Inner {
         // Parents before the mounts nested in them.
         binds.sort_by_key(|(len, _)| *len);
         let proc_dir = root.join("proc");
+        // Only the entries this kernel has (asked once per process).
+        let proc = crate::procfs::present();
+        // An overlay whose shared tree holds /dev shows it as is; else a
+        // tmpfs with the host's nodes bound in (a copy's nodes would sit on
+        // the state directory's file system, which may be `nodev`).
         let dev_dir = root.join("dev");
+        let dev_in_root = rec.root_mode == RootMode::Overlay && crate::image::dev_ready(&lower);
+        let (dev_nodes, dev_links): (&[_], &[_]) = if dev_in_root {
+            (&[], &[])
+        } else {
+            (&DEV_NODES, &DEV_LINKS)
+        };
         Ok(InitPlan {
             root: root_mount,
             root_path: root_c,
             binds: binds.into_iter().map(|(_, b)| b).collect(),
             proc_dir: cstring(&proc_dir)?,
-            proc_read_only: PROC_READ_ONLY
+            proc_read_only: proc
+                .read_only
                 .iter()
                 .map(|p| cstring(&proc_dir.join(p)))
                 .collect::<Result<_, _>>()?,
-            proc_masked: PROC_MASKED
+            proc_masked: proc
+                .masked
                 .iter()
                 .map(|p| cstring(&proc_dir.join(p)))
                 .collect::<Result<_, _>>()?,
-            dev_dir: cstring(&dev_dir)?,
-            dev_nodes: DEV_NODES
+            proc_check_each: !proc.probed,
+            dev_dir: (!dev_in_root).then(|| cstring(&dev_dir)).transpose()?,
+            dev_nodes: dev_nodes
                 .iter()
-                .map(|n| {
+                .map(|(n, _, _)| {
                     Ok((
                         cstring(&Path::new("/dev").join(n))?,
                         cstring(&dev_dir.join(n))?,
                     ))
                 })
                 .collect::<Result<_, String>>()?,
-            dev_links: [
-                ("/proc/self/fd", "fd"),
-                ("/proc/self/fd/0", "stdin"),
-                ("/proc/self/fd/1", "stdout"),
-                ("/proc/self/fd/2", "stderr"),
-            ]
-            .iter()
-            .map(|(t, l)| Ok((cstring(Path::new(t))?, cstring(&dev_dir.join(l))?)))
-            .collect::<Result<_, String>>()?,
+            dev_links: dev_links
+                .iter()
+                .map(|(l, t)| Ok((cstring(Path::new(t))?, cstring(&dev_dir.join(l))?)))
+                .collect::<Result<_, String>>()?,
             dev_null: c"/dev/null".to_owned(),
             hostname: CString::new(INSTANCE_HOSTNAME).expect("no NUL"),
             cgroups: Vec::new(),
@@ -416,6 +454,18 @@ impl Inner {
         operation: Operation,
         rec: &InstanceRecord,
     ) -> Result<(), SandboxError> {
+        self.stop_instance(operation, rec, false).await
+    }
+
+    /// [`Inner::stop_init`], then, when `remove_dir` and everything else
+    /// went, the instance's directory in the same blocking task (one hop
+    /// to the blocking pool for destroy).
+    async fn stop_instance(
+        &self,
+        operation: Operation,
+        rec: &InstanceRecord,
+        remove_dir: bool,
+    ) -> Result<(), SandboxError> {
         // The host end first: deleting it takes the instance end with it at
         // once, where the namespace's own teardown after the kill is
         // asynchronous.
@@ -429,7 +479,8 @@ impl Inner {
             .map(|v| InstanceCgroups::new(v, &self.scope, &rec.instance_id));
         let init = rec.init;
         let remove_cgroups = detached.is_ok();
-        let (gone, cgroup_problem) = blocking(operation, move || {
+        let dir = remove_dir.then(|| (self.layout.clone(), rec.instance_id.clone()));
+        let (gone, cgroup_problem, dir_removed) = blocking(operation, move || {
             // A frozen task (a workload paused for beginActiveWrite, or by
             // an operator) does not act on SIGKILL until it is thawed.
             if let Some(cg) = &cgroups {
@@ -440,7 +491,13 @@ impl Inner {
                 (Some(cg), true) => cg.remove().err().map(|e| e.to_string()),
                 _ => None,
             };
-            (gone, problem)
+            let removed = match dir {
+                Some((layout, id)) if gone && remove_cgroups && problem.is_none() => Some(
+                    instance_dirs::remove_instance_dir_blocking(&layout, operation, &id),
+                ),
+                _ => None,
+            };
+            (gone, problem, removed)
         })
         .await?;
         if !gone {
@@ -461,7 +518,7 @@ impl Inner {
                 format!("removing the cgroups: {problem}"),
             ));
         }
-        Ok(())
+        dir_removed.unwrap_or(Ok(()))
     }
 
     /// Removes every trace of an instance: its open process, init,
@@ -479,17 +536,23 @@ impl Inner {
             |r: &InstanceRecord| r.scope == self.scope,
         );
         match target {
-            DestroyTarget::NotOurs => return Ok(()),
-            DestroyTarget::Ours(Some(rec)) => self.stop_init(operation, &rec).await?,
+            DestroyTarget::NotOurs => Ok(()),
+            DestroyTarget::Ours(Some(rec)) => self.stop_instance(operation, &rec, true).await,
             DestroyTarget::Ours(None) => {
-                if let Some(problem) = self.remove_cgroups(id).await {
-                    return Err(provider_error(
-                        operation,
-                        format!("removing the cgroups: {problem}"),
-                    ));
-                }
+                let cgroups = self
+                    .cgroup_version
+                    .map(|v| InstanceCgroups::new(v, &self.scope, id));
+                let (layout, id) = (self.layout.clone(), id.to_owned());
+                blocking(operation, move || {
+                    if let Some(cg) = &cgroups {
+                        cg.remove().map_err(|e| {
+                            provider_error(operation, format!("removing the cgroups: {e}"))
+                        })?;
+                    }
+                    instance_dirs::remove_instance_dir_blocking(&layout, operation, &id)
+                })
+                .await?
             }
         }
-        instance_dirs::remove_instance_dir(&self.layout, operation, id).await
     }
 }

@@ -22,8 +22,10 @@
 //! is an overlay of the image (shared, read-only) with a writable layer of
 //! its own, entered with `pivot_root`, the old root detached; `/proc` is
 //! the instance's own with `/proc/sys` and a few more read-only or masked;
-//! `/dev` is a small tmpfs with the null, zero, full, random and urandom
-//! nodes; `/sys` is not mounted; the network namespace is empty but for
+//! `/dev` holds only the null, zero, full, random and urandom nodes and
+//! the fd and stdio links, read-only to the workload user (the image's
+//! shared tree holds them, [`crate::image::dev_ready`]; else a small
+//! tmpfs with the host's nodes bound in); `/sys` is not mounted; the network namespace is empty but for
 //! loopback. Every command runs in a PID namespace nested in the
 //! instance's, as the workload user, with empty capability sets,
 //! `no_new_privs` and the seccomp deny list ([`crate::seccomp`]), inside

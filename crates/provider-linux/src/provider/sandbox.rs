@@ -5,16 +5,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use checkfu_sandbox_contract::provider::op;
 use checkfu_sandbox_contract::*;
+use checkfu_sandbox_hostfs::lifecycle;
 use checkfu_sandbox_hostfs::rollbacks::InstanceRollback;
-use checkfu_sandbox_hostfs::{lifecycle, snapshot_files};
 
 use super::{
     envelope::envelope,
-    errors::{blocking, provider_error},
+    errors::blocking,
     inner::{LinuxProvider, PROVIDER_ID},
-    instances::{instance_of, prepare_root},
+    instances::{instance_of, ProvisionFailure},
 };
-use crate::store::{InstanceRecord, RECORD_REVISION};
 
 #[async_trait]
 impl SandboxProvider for LinuxProvider {
@@ -33,47 +32,20 @@ impl SandboxProvider for LinuxProvider {
         const OP: Operation = op::PROVISION;
         let inner = &self.inner;
         inner.admit(OP, &request)?;
-        let stored = inner.resolve_root(&request).await?;
-        let (image, image_env) = (stored.manifest_hex.clone(), stored.env.clone());
         let id = lifecycle::fresh_instance_id(&**inner);
         let rollback = Arc::new(InstanceRollback {
             inner: inner.clone(),
             member: Member::Provision,
             instance_id: id.clone(),
         });
-        let rec = InstanceRecord {
-            record_revision: RECORD_REVISION,
-            scope: inner.scope.clone(),
-            instance_id: id.clone(),
-            created_at: inner.clock.now(),
-            state: InstanceState::Provisioning,
-            request: request.clone(),
-            image,
-            image_env,
-            root_mode: inner.root_mode,
-            init: None,
-            resumed_from: None,
-        };
-        let prepared =
-            snapshot_files::publish_instance(OP, &inner.layout, &id, &rec).and_then(|()| {
-                inner
-                    .prepare_dirs(&id, &request)
-                    .map_err(|m| provider_error(OP, m))
-            });
-        let prepared = match prepared {
-            Ok(()) => {
-                let (layout, images, rec) =
-                    (inner.layout.clone(), inner.images.clone(), rec.clone());
-                blocking(OP, move || {
-                    images.unpacked(&stored).map_err(|e| e.to_string())?;
-                    prepare_root(&layout, &images, &rec, true)
-                })
-                .await
-                .and_then(|r| r.map_err(|m| provider_error(OP, m)))
-            }
-            Err(e) => Err(e),
-        };
-        if let Err(e) = prepared {
+        let (task, task_request, task_id) = (inner.clone(), request.clone(), id.clone());
+        let failed =
+            match blocking(OP, move || task.provision_blocking(&task_request, &task_id)).await {
+                Ok(Ok(())) => None,
+                Ok(Err(ProvisionFailure::Nothing(e))) => return Err(e),
+                Ok(Err(ProvisionFailure::Partly(e))) | Err(e) => Some(e),
+            };
+        if let Some(e) = failed {
             let _ = rollback.rollback().await;
             return Err(e);
         }

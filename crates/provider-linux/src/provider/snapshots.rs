@@ -21,9 +21,9 @@ use super::{
 use crate::store::RootLayout as _;
 use crate::store::{InstanceRecord, RootMode, SnapshotRecord, RECORD_REVISION};
 use checkfu_sandbox_hostfs::archive::{self, ArchiveJob};
-use checkfu_sandbox_hostfs::records;
 use checkfu_sandbox_hostfs::rootfs::CHECKFU_UID;
 use checkfu_sandbox_hostfs::snapshot_files::{self, Rehydration};
+use checkfu_sandbox_hostfs::{instance_dirs, records};
 
 impl Inner {
     /// Removes a snapshot's directory. Idempotent.
@@ -153,16 +153,6 @@ impl Inner {
         };
         // The record first, so a sweep finds the instance from now on.
         snapshot_files::publish_instance(OP, &self.layout, id, &rec)?;
-        // The image must still be unpacked (it is shared and read-only).
-        let images = self.images.clone();
-        let reference = request.root_image.as_str().to_owned();
-        blocking(OP, move || {
-            images
-                .resolve(&reference)
-                .and_then(|image| images.unpacked(&image))
-        })
-        .await?
-        .map_err(|e| provider_error(OP, format!("the root image: {}", chain(&e))))?;
         // Rehydrate the host directories and the writable root layer.
         let snap_dir = self.layout.snapshot_dir(&source.snapshot.snapshot_id);
         let mut jobs = snapshot_files::rehydrations(
@@ -188,15 +178,23 @@ impl Inner {
             },
             owner: layer_owner,
         });
-        snapshot_files::rehydrate(OP, jobs).await?;
-        self.prepare_mount_points(id, request)
-            .map_err(|m| provider_error(OP, m))?;
+        // One blocking task for the files (each hop to the blocking pool
+        // waits for a thread to be scheduled).
         let (layout, images, layer_rec) = (self.layout.clone(), self.images.clone(), rec.clone());
+        let reference = request.root_image.as_str().to_owned();
         blocking(OP, move || {
-            prepare_root(&layout, &images, &layer_rec, false)
+            // The image must still be unpacked (it is shared and read-only).
+            images
+                .resolve(&reference)
+                .and_then(|image| images.unpacked(&image))
+                .map_err(|e| provider_error(OP, format!("the root image: {}", chain(&e))))?;
+            snapshot_files::rehydrate_blocking(OP, jobs)?;
+            let id = &layer_rec.instance_id;
+            instance_dirs::prepare_mount_points(&layout, id, &layer_rec.request)
+                .and_then(|()| prepare_root(&layout, &images, &layer_rec, false))
+                .map_err(|m| provider_error(OP, m))
         })
-        .await?
-        .map_err(|m| provider_error(OP, m))?;
+        .await??;
         rec.init = Some(self.start_init(OP, &rec).await?);
         rec.state = InstanceState::Active;
         self.save_instance(OP, &rec)?;

@@ -26,6 +26,12 @@ impl Sandbox {
         })
         .await
         .expect("target");
+        let id = Self::activate_one(&target).await;
+        Some(Sandbox { target, id })
+    }
+
+    /// Provisions, stages and activates one more instance of `target`.
+    pub async fn activate_one(target: &LinuxTarget) -> String {
         let p = target.linux_provider();
         let env = checkfu_sandbox_linux::envelope();
         let request = SandboxProvisionRequest {
@@ -86,7 +92,7 @@ impl Sandbox {
         })
         .await
         .expect("activate");
-        Some(Sandbox { target, id })
+        id
     }
 
     /// Runs `sh -c script` inside; (exit code, stdout, stderr).
@@ -94,12 +100,21 @@ impl Sandbox {
         self.sh_through(self.target.linux_provider(), script).await
     }
 
+    /// Runs `sh -c script` in instance `id` of the target.
+    pub async fn sh_in(&self, id: &str, script: &str) -> (u8, String, String) {
+        self.run(self.target.linux_provider(), id, script).await
+    }
+
     /// As [`Sandbox::sh`], executed through `provider` (another provider
     /// over the same state directory and scope, say).
     pub async fn sh_through(&self, provider: &LinuxProvider, script: &str) -> (u8, String, String) {
+        self.run(provider, &self.id, script).await
+    }
+
+    async fn run(&self, provider: &LinuxProvider, id: &str, script: &str) -> (u8, String, String) {
         let r = provider
             .execute(ExecuteRequest {
-                instance_id: self.id.clone(),
+                instance_id: id.to_owned(),
                 command: SandboxCommand {
                     executable: "sh".into(),
                     arguments: vec!["-c".into(), script.into()],
