@@ -123,3 +123,95 @@ async fn an_abandoned_execute_leaves_no_process() {
     assert_eq!((code, out.as_str()), (0, "again\n"));
     s.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_commands_in_one_instance_each_get_their_own_pipes() {
+    let Some(s) =
+        Sandbox::start("concurrent_commands_in_one_instance_each_get_their_own_pipes").await
+    else {
+        return;
+    };
+    let runs = (0..24).map(|i| {
+        let s = &s;
+        async move {
+            let (code, out, err) = s
+                .sh(&format!("echo out{i}; echo err{i} >&2; exit {}", i % 7))
+                .await;
+            (i, code, out, err)
+        }
+    });
+    for (i, code, out, err) in futures_util::future::join_all(runs).await {
+        assert_eq!(code, (i % 7) as u8);
+        assert_eq!(out, format!("out{i}\n"));
+        assert_eq!(err, format!("err{i}\n"));
+    }
+    let scope = s.target.scope().to_owned();
+    assert_eq!(common::processes_in_scope(&scope).len(), 1, "only the init");
+    s.close().await;
+}
+
+/// Opens `sh -c script` as a live process of the instance.
+async fn open(s: &Sandbox, script: &str) -> SandboxProcess {
+    let member =
+        SandboxProvider::open_process(s.target.linux_provider()).expect("openProcess is offered");
+    member
+        .open_process(SandboxProcessRequest {
+            instance_id: s.id.clone(),
+            executable: "sh".into(),
+            arguments: vec!["-c".into(), script.into()],
+            working_directory: "/".into(),
+            environment: Default::default(),
+        })
+        .await
+        .expect("open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_reach_a_process_the_init_started() {
+    let Some(s) = Sandbox::start("signals_reach_a_process_the_init_started").await else {
+        return;
+    };
+    let wait = |p: SandboxProcess| async move {
+        tokio::time::timeout(Duration::from_secs(10), p.control.wait())
+            .await
+            .expect("settles")
+            .expect("an exit")
+    };
+    for (signal, script, exit) in [
+        (
+            ControlSignal::Sigterm,
+            "exec sleep 60",
+            ProcessExit::Signal(SignalName::from_number(libc::SIGTERM)),
+        ),
+        (
+            ControlSignal::Sigint,
+            "exec sleep 60",
+            ProcessExit::Signal(SignalName::from_number(libc::SIGINT)),
+        ),
+        // A process that ignores TERM still ends on KILL, with its
+        // namespace.
+        (
+            ControlSignal::Sigkill,
+            "trap '' TERM INT; sleep 60 & sleep 60",
+            ProcessExit::Signal(SignalName::from_number(libc::SIGKILL)),
+        ),
+        // A trapped TERM is the program's to handle.
+        (
+            ControlSignal::Sigterm,
+            "trap 'exit 7' TERM; while :; do sleep 0.05; done",
+            ProcessExit::ExitCode(7),
+        ),
+    ] {
+        let p = open(&s, script).await;
+        // Let the shell install its traps before the signal.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        p.control.signal(signal).await.expect("signal");
+        assert_eq!(wait(p).await, exit, "{signal:?} to `{script}`");
+        assert_eq!(
+            common::processes_in_scope(s.target.scope()).len(),
+            1,
+            "nothing of `{script}` is left"
+        );
+    }
+    s.close().await;
+}
