@@ -125,6 +125,22 @@ pub fn default_filters() -> Result<Vec<Filter>, SeccompError> {
     .collect()
 }
 
+/// [`default_filters`], compiled once per process (they never change):
+/// an instance's init installs them after it has reported readiness, when
+/// nothing of the provider it was cloned from may be alive any more but
+/// the process's memory.
+///
+/// # Errors
+///
+/// As [`default_filters`].
+pub fn shared_default_filters() -> Result<&'static [Filter], SeccompError> {
+    static FILTERS: std::sync::OnceLock<Result<Vec<Filter>, String>> = std::sync::OnceLock::new();
+    FILTERS
+        .get_or_init(|| default_filters().map_err(|e| e.0))
+        .as_deref()
+        .map_err(|e| SeccompError(e.clone()))
+}
+
 fn compile(
     rules: BTreeMap<i64, Vec<SeccompRule>>,
     action: SeccompAction,

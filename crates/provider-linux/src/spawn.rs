@@ -65,7 +65,6 @@ pub(crate) fn step_name(step: u8) -> &'static str {
         14 => "bringing the loopback interface up",
         15 => "joining the instance cgroups",
         16 => "setting up the init's request socket",
-        17 => "installing the seccomp filter in the init",
         _ => "an unknown step",
     }
 }
@@ -131,9 +130,10 @@ pub(crate) struct InitPlan {
     /// The init's end of its request socket
     /// ([`checkfu_sandbox_hostexec::zygote`]).
     pub(crate) requests: Option<OwnedFd>,
-    /// The default filters, installed in the init once its set-up is
-    /// done: every command it starts inherits them (decision 046).
-    pub(crate) filters: Vec<checkfu_sandbox_hostexec::seccomp::SeccompFilter>,
+    /// The default filters, installed by the init after it has reported
+    /// readiness and before it starts any command: every command inherits
+    /// them (decision 046). Static: the plan is gone by then.
+    pub(crate) filters: &'static [checkfu_sandbox_hostexec::seccomp::SeccompFilter],
 }
 
 fn join_cgroups(cgroups: &[RawFd]) -> Result<(), i32> {
@@ -583,15 +583,6 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd, requests: RawFd) -
         if !loopback_up() {
             g_fail(wfd, 14);
         }
-        // The last step: the filter denies what the set-up above needed
-        // (mount, pivot_root, sethostname), and nothing the init calls
-        // after it. The init has CAP_SYS_ADMIN, so it needs no
-        // `no_new_privs`; each command sets that itself.
-        for filter in &plan.filters {
-            if checkfu_sandbox_hostexec::seccomp::install(filter) != 0 {
-                g_fail(wfd, 17);
-            }
-        }
         // Every signal blocked: the init waits for children through a
         // signalfd and for requests on its socket.
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -601,7 +592,23 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd, requests: RawFd) -
             Ok(moved) => moved,
             Err(_) => g_fail(wfd, 16),
         };
+        // Read now: the plan is the provider's, gone after the report.
+        let filters = plan.filters;
         write_all(wfd, &[0, 0, 0, 0, 0]);
+        // The filters deny what the set-up above needed (mount,
+        // pivot_root, sethostname) and nothing the init calls from here
+        // on. Installed after the report, so that building the kernel's
+        // copy of them (about 0.3 ms) overlaps the provider's work after
+        // activation; before the first request is read, so that no
+        // command ever runs without them. The init has CAP_SYS_ADMIN, so
+        // it needs no `no_new_privs` (each command sets that itself). On
+        // failure the init ends, and with it the instance: fail closed.
+        // (`syscall` writes `errno` only when it fails.)
+        for filter in filters {
+            if checkfu_sandbox_hostexec::seccomp::install(filter) != 0 {
+                libc::_exit(1);
+            }
+        }
     }
     // From here on the provider's thread runs again and shares this
     // process's memory: only rustix (raw system calls, no `errno`) and

@@ -64,6 +64,10 @@ async fn both_start_paths_give_a_command_the_same_confinement() {
         return;
     };
     let other = other_provider(&s);
+    // The first command after activation: the init installs the filters
+    // after it reports readiness, and before it starts any command.
+    let (code, inside, err) = s.sh(PROBE).await;
+    assert_eq!(code, 0, "{err}");
     let (code, by_init, _) = s.sh(GRANDPARENT).await;
     assert_eq!((code, by_init.trim()), (0, "1"), "started by the init");
     let (code, entered, _) = s.sh_through(&other, GRANDPARENT).await;
@@ -73,8 +77,6 @@ async fn both_start_paths_give_a_command_the_same_confinement() {
         "entered from the host: {entered:?}"
     );
 
-    let (code, inside, err) = s.sh(PROBE).await;
-    assert_eq!(code, 0, "{err}");
     let (code, outside, err) = s.sh_through(&other, PROBE).await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(inside, outside);

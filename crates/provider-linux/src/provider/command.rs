@@ -86,7 +86,7 @@ impl Inner {
             root,
             cgroups,
             credentials,
-            filters: self.seccomp.clone(),
+            filters: self.seccomp.to_vec(),
         };
         hostexec::prepare(operation, target, program, &env).map(Prepared::from)
     }

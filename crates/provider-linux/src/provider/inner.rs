@@ -123,7 +123,7 @@ pub(crate) struct Inner {
     pub(crate) cgroup_version: Option<CgroupVersion>,
     pub(crate) root_mode: RootMode,
     /// The default filters, in the order they are installed.
-    pub(crate) seccomp: Vec<checkfu_sandbox_hostexec::seccomp::SeccompFilter>,
+    pub(crate) seccomp: &'static [checkfu_sandbox_hostexec::seccomp::SeccompFilter],
     /// instance id -> reservation token of its one live process.
     pub(crate) processes: Arc<ProcessTable>,
     /// beginActiveWrite's step hook (crash tests).
@@ -176,7 +176,7 @@ pub fn availability() -> Result<CgroupVersion, LinuxProviderError> {
             return Err(LinuxProviderError::Namespaces(format!("{path} is missing")));
         }
     }
-    crate::seccomp::default_filters()?;
+    crate::seccomp::shared_default_filters()?;
     Ok(version)
 }
 
@@ -224,7 +224,7 @@ impl LinuxProvider {
                 workload_user: config.workload_user,
                 cgroup_version: Some(version),
                 root_mode,
-                seccomp: crate::seccomp::default_filters()?,
+                seccomp: crate::seccomp::shared_default_filters()?,
                 processes: Arc::new(ProcessTable::new()),
                 active_write_hook: std::sync::OnceLock::new(),
                 made_cgroups: std::sync::atomic::AtomicBool::new(false),
@@ -249,7 +249,7 @@ impl LinuxProvider {
                 workload_user: i.workload_user,
                 cgroup_version: i.cgroup_version,
                 root_mode: i.root_mode,
-                seccomp: i.seccomp.clone(),
+                seccomp: i.seccomp,
                 processes: Arc::new(ProcessTable::new()),
                 active_write_hook: std::sync::OnceLock::new(),
                 made_cgroups: std::sync::atomic::AtomicBool::new(false),

@@ -354,7 +354,7 @@ impl Inner {
             hostname: CString::new(INSTANCE_HOSTNAME).expect("no NUL"),
             cgroups: Vec::new(),
             requests: None,
-            filters: self.seccomp.clone(),
+            filters: self.seccomp,
         })
     }
 
