@@ -222,7 +222,20 @@ fn docker_cleanup_sweeps_the_scope_a_killed_conformance_run_left() {
         }
         output(c)
     };
-    let containers = scope_containers(&scope);
+    // Requests the killed run had already sent (a create, a forced
+    // remove) still complete in the daemon: take the inventory once it
+    // has settled, so that what the dry run must leave is well defined.
+    let mut containers = scope_containers(&scope);
+    let settle = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let again = scope_containers(&scope);
+        if again == containers || std::time::Instant::now() > settle {
+            containers = again;
+            break;
+        }
+        containers = again;
+    }
     let dry = cleanup(true);
     assert_eq!(code(&dry), 0, "{}", describe(&dry));
     let would = swept_objects(&dry, "would remove");
