@@ -386,7 +386,7 @@ fn command(id: &str, script: &str, stdin: Option<Vec<u8>>) -> ExecuteRequest {
 /// before the fix: a probe running beside a few hundred commands found the
 /// provider's environment and wrote into its stack. The probe looks for an
 /// entry of the provider's environment, which no workload process has,
-/// while 1000 commands start.
+/// while 1000 commands start, on both paths.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_being_started_does_not_open_the_providers_memory() {
     let Some(s) = Sandbox::start("linux_escape_provider_memory").await else {
@@ -438,11 +438,22 @@ async fn a_command_being_started_does_not_open_the_providers_memory() {
         );
         tokio::spawn(async move { p.execute(request).await })
     };
-    for _ in 0..1000 {
+    // Half started by the instance's init, half entering from the host
+    // (a provider that did not start the init; there the window showed
+    // C''s copy of the provider, which runs as root with every capability).
+    let other = checkfu_sandbox_linux::LinuxProvider::new(checkfu_sandbox_linux::LinuxConfig {
+        state_dir: s.target.state_dir().to_path_buf(),
+        scope: s.target.scope().to_owned(),
+        clock: std::sync::Arc::new(SystemClock),
+        workload_user: checkfu_sandbox_linux::WorkloadUser::Root,
+    })
+    .expect("a second provider");
+    for i in 0..1000 {
         if probe.is_finished() {
             break;
         }
-        let r = p.execute(command(&s.id, "true", None)).await.unwrap();
+        let through = if i % 2 == 0 { p } else { &other };
+        let r = through.execute(command(&s.id, "true", None)).await.unwrap();
         assert_eq!(r.exit, ExitCause::ExitCode(0));
     }
     let (code, _, _) = s.sh("touch /tmp/stop").await;
