@@ -369,6 +369,19 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
     let plan = chain.confine;
     // SAFETY (rest): system calls on buffers prepared before the fork.
     unsafe {
+        // Until its `execve` this process shares the address space of its
+        // supervisors, which is the provider's own on the path through
+        // the workload's init (C''s copy of it on the path from the
+        // host). Once it has dropped its capabilities, a workload process
+        // with its uid (a uid 0 workload, whose ids do not change, or any
+        // uid where `fs.suid_dumpable` is 1) passes the kernel's ptrace
+        // access check on it, and `/proc/<pid>/mem`, `environ` and
+        // `maps` (no system call the filter could refuse) would read and
+        // write that address space for as long as they stay open. Not
+        // dumpable, it needs `CAP_SYS_PTRACE`. The flag belongs to the
+        // address space, so the provider (root) is not dumpable from
+        // here on either; the program's `execve` gives it a fresh one.
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         libc::close(chain.status);
         // Nothing but stdio reaches the program: descriptors the provider
         // inherited without close-on-exec (its own caller's, say) would

@@ -197,9 +197,14 @@ async fn no_remount_ptrace_proc_or_sys_way_out() {
 /// Rust itself links with (`cc`): the busybox fixture has no way to call
 /// `clone` with namespace flags.
 fn user_namespace_probe(dir: &std::path::Path) -> std::path::PathBuf {
+    c_probe(dir, "user_namespace")
+}
+
+/// `tests/probes/<name>.c`, built static with `cc` into `dir`.
+fn c_probe(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     let src =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/probes/user_namespace.c");
-    let out = dir.join("user_namespace");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/probes/{name}.c"));
+    let out = dir.join(name);
     let built = std::process::Command::new("cc")
         .args(["-static", "-pthread", "-O2", "-o"])
         .arg(&out)
@@ -227,30 +232,8 @@ async fn no_user_namespace_through_clone_or_clone3() {
         String::from_utf8_lossy(&host.stdout),
         "clone: made\nclone3: made\nthread: ran\n"
     );
-    // Staged through the command's stdin: writeFile is for instances not
-    // yet active.
-    let staged = s
-        .target
-        .linux_provider()
-        .execute(ExecuteRequest {
-            instance_id: s.id.clone(),
-            command: SandboxCommand {
-                executable: "sh".into(),
-                arguments: vec![
-                    "-c".into(),
-                    "cat > /tmp/probe && chmod 755 /tmp/probe".into(),
-                ],
-                working_directory: "/".into(),
-                environment: Default::default(),
-                stdin_base64: Some(Bytes(std::fs::read(&probe).unwrap())),
-                timeout_seconds: 30,
-                output_limit_bytes: 1 << 20,
-            },
-        })
-        .await
-        .expect("stage the probe");
-    assert_eq!(staged.exit, ExitCause::ExitCode(0), "{staged:?}");
-    let (code, out, err) = s.sh("/tmp/probe").await;
+    stage(&s, &probe).await;
+    let (code, out, err) = s.sh("/tmp/user_namespace").await;
     assert_eq!(code, 0, "{err}");
     // clone refused outright; clone3 as a kernel without it, so the C
     // library falls back to clone for its threads, which still start.
@@ -357,5 +340,136 @@ stat -c %y /dev/null | cut -c1-4";
     let (_, out, _) = s.sh_in(&second, script).await;
     assert_eq!(host_node_times(), before, "inside: {out}");
     assert_ne!(out, "2001\n");
+    s.close().await;
+}
+
+/// Copies the host file `probe` to `/tmp/<its name>` in the instance,
+/// executable, through a command's stdin (writeFile is for instances not
+/// yet active).
+async fn stage(s: &Sandbox, probe: &std::path::Path) {
+    let name = probe.file_name().unwrap().to_str().unwrap();
+    let staged = s
+        .target
+        .linux_provider()
+        .execute(command(
+            &s.id,
+            &format!("cat > /tmp/{name} && chmod 755 /tmp/{name}"),
+            Some(std::fs::read(probe).unwrap()),
+        ))
+        .await
+        .expect("stage the probe");
+    assert_eq!(staged.exit, ExitCause::ExitCode(0), "{staged:?}");
+}
+
+/// `sh -c script` in instance `id`, from `/`, with `stdin`.
+fn command(id: &str, script: &str, stdin: Option<Vec<u8>>) -> ExecuteRequest {
+    ExecuteRequest {
+        instance_id: id.to_owned(),
+        command: SandboxCommand {
+            executable: "sh".into(),
+            arguments: vec!["-c".into(), script.into()],
+            working_directory: "/".into(),
+            environment: Default::default(),
+            stdin_base64: stdin.map(Bytes),
+            timeout_seconds: 120,
+            output_limit_bytes: 1 << 20,
+        },
+    }
+}
+
+/// Until its `execve` a command's last step shares the address space of
+/// its supervisors: the provider's own, when the instance's init starts
+/// it. A uid 0 workload's ids do not change when that step drops its
+/// capabilities, so without more the kernel let another workload process
+/// read and write that address space through `/proc/<pid>/mem`
+/// (`environ`, `maps`): no system call the filter could refuse. Shown
+/// before the fix: a probe running beside a few hundred commands found the
+/// provider's environment and wrote into its stack. The probe looks for an
+/// entry of the provider's environment, which no workload process has,
+/// while 1000 commands start, on both paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_being_started_does_not_open_the_providers_memory() {
+    let Some(s) = Sandbox::start("linux_escape_provider_memory").await else {
+        return;
+    };
+    let environ = std::fs::read("/proc/self/environ").unwrap();
+    let marker = environ
+        .split(|&b| b == 0)
+        .filter_map(|e| std::str::from_utf8(e).ok())
+        .find(|e| e.starts_with("CARGO_MANIFEST_DIR="))
+        .or_else(|| {
+            environ
+                .split(|&b| b == 0)
+                .filter_map(|e| std::str::from_utf8(e).ok())
+                .filter(|e| {
+                    !["PATH=", "HOME=", "HOSTNAME="]
+                        .iter()
+                        .any(|k| e.starts_with(k))
+                })
+                .max_by_key(|e| e.len())
+        })
+        .expect("an entry in the provider's environment")
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    stage(&s, &c_probe(dir.path(), "provider_memory")).await;
+    let p = s.target.linux_provider();
+    // The positive control: the probe finds a process of the same command
+    // that holds its marker, and could open its memory.
+    let r = p
+        .execute(command(
+            &s.id,
+            "CHECKFU_SIBLING=1 sleep 30 & /tmp/provider_memory CHECKFU_SIBLING=1 /nothing; kill $!",
+            None,
+        ))
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout_base64.0).into_owned();
+    assert!(
+        out.starts_with("found: pid ") && out.ends_with("mem O_RDWR: yes\n"),
+        "{r:?}"
+    );
+
+    let probe = {
+        let p = p.clone();
+        let request = command(
+            &s.id,
+            &format!("exec /tmp/provider_memory '{marker}' /tmp/stop"),
+            None,
+        );
+        tokio::spawn(async move { p.execute(request).await })
+    };
+    // Half started by the instance's init, half entering from the host
+    // (a provider that did not start the init; there the window showed
+    // C''s copy of the provider, which runs as root with every capability).
+    let other = checkfu_sandbox_linux::LinuxProvider::new(checkfu_sandbox_linux::LinuxConfig {
+        state_dir: s.target.state_dir().to_path_buf(),
+        scope: s.target.scope().to_owned(),
+        clock: std::sync::Arc::new(SystemClock),
+        workload_user: checkfu_sandbox_linux::WorkloadUser::Root,
+    })
+    .expect("a second provider");
+    for i in 0..1000 {
+        if probe.is_finished() {
+            break;
+        }
+        let through = if i % 2 == 0 { p } else { &other };
+        let r = through.execute(command(&s.id, "true", None)).await.unwrap();
+        assert_eq!(r.exit, ExitCause::ExitCode(0));
+    }
+    let (code, _, _) = s.sh("touch /tmp/stop").await;
+    assert_eq!(code, 0);
+    let r = probe.await.unwrap().unwrap();
+    let out = String::from_utf8_lossy(&r.stdout_base64.0).into_owned();
+    assert_eq!(
+        (r.exit, out.as_str()),
+        (ExitCause::ExitCode(1), "not found\n"),
+        "{r:?}"
+    );
+    // The address space the provider shares with its inits is not
+    // dumpable (the flag is the address space's: this process's).
+    assert_eq!(
+        rustix::process::dumpable_behavior().unwrap(),
+        rustix::process::DumpableBehavior::NotDumpable
+    );
     s.close().await;
 }
