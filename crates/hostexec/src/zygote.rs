@@ -351,7 +351,7 @@ fn sender(fd: OwnedFd) -> io::Result<tokio::net::unix::pipe::Sender> {
 }
 
 /// A request an init can serve: `launch` on `channel`, with the working
-/// directory's messages, credentials and filters of [`Confinement`].
+/// directory's messages, credentials and filters of its confinement.
 #[derive(Debug)]
 pub struct Request {
     pub(crate) channel: Arc<Channel>,
@@ -391,7 +391,7 @@ impl Request {
 ///
 /// Runs in a process that shares the provider's memory: only rustix
 /// calls, which never touch `errno`, except `dup3` and `clone`, whose
-/// `errno` is read only on their failure (see [`serve_one`]).
+/// `errno` is read only on their failure (see `serve_one`).
 pub fn serve() -> ! {
     // SAFETY: the init keeps both descriptors open for its whole life.
     let (sock, signals) = unsafe {
