@@ -21,35 +21,7 @@ use checkfu_sandbox_conformance::ConformanceTarget;
 use checkfu_sandbox_contract::*;
 use checkfu_sandbox_linux::conformance::LinuxTarget;
 use checkfu_sandbox_linux::{LinuxConfig, LinuxProvider, WorkloadUser};
-
-fn request(root_image: ImageReference) -> SandboxProvisionRequest {
-    let env = checkfu_sandbox_linux::envelope();
-    SandboxProvisionRequest {
-        provider: "linux".into(),
-        placement: env.placement,
-        workspace_id: "w".into(),
-        session_id: "s".into(),
-        run_id: "r".into(),
-        attempt_id: "a".into(),
-        lease_id: "l".into(),
-        lease_epoch: 1,
-        target: Tier::Container,
-        profile: SandboxProfile {
-            profile_id: "p".into(),
-            profile_version: 1,
-            profile_digest: Digest::parse(&format!("sha256:{}", "b".repeat(64))).unwrap(),
-            retention: RetentionMode::EphemeralZdr,
-            network_policy: NetworkPolicy::None,
-            max_duration_seconds: 600,
-            resources: Resources::default(),
-            packages: vec![],
-        },
-        platform: env.platforms[0],
-        root_image,
-        mounts: vec![],
-        expires_at: SystemClock.now().add_seconds(3600),
-    }
-}
+use common::sandbox::{request, sh_command};
 
 /// Provisions and activates an instance of `root_image`, runs
 /// `sh -c script` in it and releases it; (exit code, stdout).
@@ -66,18 +38,7 @@ async fn run_once(p: &LinuxProvider, root_image: ImageReference, script: &str) -
     .await
     .expect("activate");
     let r = p
-        .execute(ExecuteRequest {
-            instance_id: id.clone(),
-            command: SandboxCommand {
-                executable: "sh".into(),
-                arguments: vec!["-c".into(), script.into()],
-                working_directory: "/".into(),
-                environment: Default::default(),
-                stdin_base64: None,
-                timeout_seconds: 30,
-                output_limit_bytes: 1 << 20,
-            },
-        })
+        .execute(sh_command(&id, script, None))
         .await
         .expect("execute");
     p.release(ReleaseRequest {

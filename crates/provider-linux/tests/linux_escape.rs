@@ -15,7 +15,7 @@ mod common;
 
 use checkfu_sandbox_conformance::ConformanceTarget as _;
 use checkfu_sandbox_contract::*;
-use common::sandbox::Sandbox;
+use common::sandbox::{sh_command, Sandbox};
 
 /// Runs `sh -c script` on the host with the same busybox (the positive
 /// control); its stdout.
@@ -351,7 +351,7 @@ async fn stage(s: &Sandbox, probe: &std::path::Path) {
     let staged = s
         .target
         .linux_provider()
-        .execute(command(
+        .execute(sh_command(
             &s.id,
             &format!("cat > /tmp/{name} && chmod 755 /tmp/{name}"),
             Some(std::fs::read(probe).unwrap()),
@@ -359,22 +359,6 @@ async fn stage(s: &Sandbox, probe: &std::path::Path) {
         .await
         .expect("stage the probe");
     assert_eq!(staged.exit, ExitCause::ExitCode(0), "{staged:?}");
-}
-
-/// `sh -c script` in instance `id`, from `/`, with `stdin`.
-fn command(id: &str, script: &str, stdin: Option<Vec<u8>>) -> ExecuteRequest {
-    ExecuteRequest {
-        instance_id: id.to_owned(),
-        command: SandboxCommand {
-            executable: "sh".into(),
-            arguments: vec!["-c".into(), script.into()],
-            working_directory: "/".into(),
-            environment: Default::default(),
-            stdin_base64: stdin.map(Bytes),
-            timeout_seconds: 120,
-            output_limit_bytes: 1 << 20,
-        },
-    }
 }
 
 /// Until its `execve` a command's last step shares the address space of
@@ -416,7 +400,7 @@ async fn a_command_being_started_does_not_open_the_providers_memory() {
     // The positive control: the probe finds a process of the same command
     // that holds its marker, and could open its memory.
     let r = p
-        .execute(command(
+        .execute(sh_command(
             &s.id,
             "CHECKFU_SIBLING=1 sleep 30 & /tmp/provider_memory CHECKFU_SIBLING=1 /nothing; kill $!",
             None,
@@ -431,7 +415,7 @@ async fn a_command_being_started_does_not_open_the_providers_memory() {
 
     let probe = {
         let p = p.clone();
-        let request = command(
+        let request = sh_command(
             &s.id,
             &format!("exec /tmp/provider_memory '{marker}' /tmp/stop"),
             None,
@@ -453,7 +437,10 @@ async fn a_command_being_started_does_not_open_the_providers_memory() {
             break;
         }
         let through = if i % 2 == 0 { p } else { &other };
-        let r = through.execute(command(&s.id, "true", None)).await.unwrap();
+        let r = through
+            .execute(sh_command(&s.id, "true", None))
+            .await
+            .unwrap();
         assert_eq!(r.exit, ExitCause::ExitCode(0));
     }
     let (code, _, _) = s.sh("touch /tmp/stop").await;

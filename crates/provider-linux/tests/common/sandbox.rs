@@ -33,45 +33,22 @@ impl Sandbox {
     /// Provisions, stages and activates one more instance of `target`.
     pub async fn activate_one(target: &LinuxTarget) -> String {
         let p = target.linux_provider();
-        let env = checkfu_sandbox_linux::envelope();
-        let request = SandboxProvisionRequest {
-            provider: "linux".into(),
-            placement: env.placement,
-            workspace_id: "w".into(),
-            session_id: "s".into(),
-            run_id: "r".into(),
-            attempt_id: "a".into(),
-            lease_id: "l".into(),
-            lease_epoch: 1,
-            target: Tier::Container,
-            profile: SandboxProfile {
-                profile_id: "p".into(),
-                profile_version: 1,
-                profile_digest: Digest::parse(&format!("sha256:{}", "b".repeat(64))).unwrap(),
-                retention: RetentionMode::EphemeralZdr,
-                network_policy: NetworkPolicy::None,
-                max_duration_seconds: 600,
-                resources: Resources {
-                    pids: Some(64),
-                    memory_bytes: Some(128 << 20),
-                    ..Resources::default()
-                },
-                packages: vec![],
-            },
-            platform: env.platforms[0],
-            root_image: target.root_image(),
-            mounts: vec![
-                SandboxMount {
-                    path: "/src".into(),
-                    access: MountAccess::ReadOnly,
-                },
-                SandboxMount {
-                    path: "/work".into(),
-                    access: MountAccess::ReadWrite,
-                },
-            ],
-            expires_at: SystemClock.now().add_seconds(3600),
+        let mut request = request(target.root_image());
+        request.profile.resources = Resources {
+            pids: Some(64),
+            memory_bytes: Some(128 << 20),
+            ..Resources::default()
         };
+        request.mounts = vec![
+            SandboxMount {
+                path: "/src".into(),
+                access: MountAccess::ReadOnly,
+            },
+            SandboxMount {
+                path: "/work".into(),
+                access: MountAccess::ReadWrite,
+            },
+        ];
         let id = p
             .provision(request)
             .await
@@ -113,18 +90,7 @@ impl Sandbox {
 
     async fn run(&self, provider: &LinuxProvider, id: &str, script: &str) -> (u8, String, String) {
         let r = provider
-            .execute(ExecuteRequest {
-                instance_id: id.to_owned(),
-                command: SandboxCommand {
-                    executable: "sh".into(),
-                    arguments: vec!["-c".into(), script.into()],
-                    working_directory: "/".into(),
-                    environment: Default::default(),
-                    stdin_base64: None,
-                    timeout_seconds: 30,
-                    output_limit_bytes: 1 << 20,
-                },
-            })
+            .execute(sh_command(id, script, None))
             .await
             .expect("execute");
         let ExitCause::ExitCode(code) = r.exit else {
@@ -143,5 +109,53 @@ impl Sandbox {
         self.target.close().await.expect("nothing left");
         assert_eq!(super::processes_in_scope(&scope), Vec::<i32>::new());
         assert!(super::scope_cgroups(&scope).is_empty());
+    }
+}
+
+/// A provision request of `root_image`: ephemeral, network `none`, no
+/// limits, no mounts.
+pub fn request(root_image: ImageReference) -> SandboxProvisionRequest {
+    let env = checkfu_sandbox_linux::envelope();
+    SandboxProvisionRequest {
+        provider: "linux".into(),
+        placement: env.placement,
+        workspace_id: "w".into(),
+        session_id: "s".into(),
+        run_id: "r".into(),
+        attempt_id: "a".into(),
+        lease_id: "l".into(),
+        lease_epoch: 1,
+        target: Tier::Container,
+        profile: SandboxProfile {
+            profile_id: "p".into(),
+            profile_version: 1,
+            profile_digest: Digest::parse(&format!("sha256:{}", "b".repeat(64))).unwrap(),
+            retention: RetentionMode::EphemeralZdr,
+            network_policy: NetworkPolicy::None,
+            max_duration_seconds: 600,
+            resources: Resources::default(),
+            packages: vec![],
+        },
+        platform: env.platforms[0],
+        root_image,
+        mounts: vec![],
+        expires_at: SystemClock.now().add_seconds(3600),
+    }
+}
+
+/// `sh -c script` in instance `id`, from `/`, with `stdin`; 120 s, 1 MiB
+/// per stream.
+pub fn sh_command(id: &str, script: &str, stdin: Option<Vec<u8>>) -> ExecuteRequest {
+    ExecuteRequest {
+        instance_id: id.to_owned(),
+        command: SandboxCommand {
+            executable: "sh".into(),
+            arguments: vec!["-c".into(), script.into()],
+            working_directory: "/".into(),
+            environment: Default::default(),
+            stdin_base64: stdin.map(Bytes),
+            timeout_seconds: 120,
+            output_limit_bytes: 1 << 20,
+        },
     }
 }
