@@ -79,41 +79,20 @@ impl Lab {
     }
 
     fn request(&self) -> SandboxProvisionRequest {
-        let env = self.provider().capabilities();
-        SandboxProvisionRequest {
-            provider: "linux".into(),
-            placement: env.placement,
-            workspace_id: "w".into(),
-            session_id: "s".into(),
-            run_id: "r".into(),
-            attempt_id: "a".into(),
-            lease_id: "l".into(),
-            lease_epoch: 1,
-            target: Tier::Container,
-            profile: SandboxProfile {
-                profile_id: "p".into(),
-                profile_version: 1,
-                profile_digest: Digest::parse(&format!("sha256:{}", "d".repeat(64))).unwrap(),
-                retention: RetentionMode::Durable,
-                network_policy: NetworkPolicy::None,
-                max_duration_seconds: 600,
-                resources: Resources::default(),
-                packages: vec![],
+        let mut r = common::sandbox::request(self.target.root_image());
+        r.profile.profile_digest = Digest::parse(&format!("sha256:{}", "d".repeat(64))).unwrap();
+        r.profile.retention = RetentionMode::Durable;
+        r.mounts = vec![
+            SandboxMount {
+                path: "/work".into(),
+                access: MountAccess::ReadWrite,
             },
-            platform: env.platforms[0],
-            root_image: self.target.root_image(),
-            mounts: vec![
-                SandboxMount {
-                    path: "/work".into(),
-                    access: MountAccess::ReadWrite,
-                },
-                SandboxMount {
-                    path: DEEP.into(),
-                    access: MountAccess::ReadWrite,
-                },
-            ],
-            expires_at: SystemClock.now().add_seconds(3600),
-        }
+            SandboxMount {
+                path: DEEP.into(),
+                access: MountAccess::ReadWrite,
+            },
+        ];
+        r
     }
 
     /// An active instance with `files` staged below [`DEEP`].

@@ -119,40 +119,19 @@ impl Lab {
         retention: RetentionMode,
         destinations: &[(String, u16)],
     ) -> SandboxProvisionRequest {
-        let env = self.provider().capabilities();
-        SandboxProvisionRequest {
-            provider: "linux".into(),
-            placement: env.placement,
-            workspace_id: "w".into(),
-            session_id: "s".into(),
-            run_id: "r".into(),
-            attempt_id: "a".into(),
-            lease_id: "l".into(),
-            lease_epoch: 1,
-            target: Tier::Container,
-            profile: SandboxProfile {
-                profile_id: "p".into(),
-                profile_version: 1,
-                profile_digest: Digest::parse(&format!("sha256:{}", "c".repeat(64))).unwrap(),
-                retention,
-                network_policy: NetworkPolicy::Allowlist {
-                    destinations: destinations
-                        .iter()
-                        .map(|(host, port)| NetworkDestination {
-                            host: host.clone(),
-                            port: *port,
-                        })
-                        .collect(),
-                },
-                max_duration_seconds: 600,
-                resources: Resources::default(),
-                packages: vec![],
-            },
-            platform: env.platforms[0],
-            root_image: self.target.root_image(),
-            mounts: vec![],
-            expires_at: SystemClock.now().add_seconds(3600),
-        }
+        let mut r = common::sandbox::request(self.target.root_image());
+        r.profile.profile_digest = Digest::parse(&format!("sha256:{}", "c".repeat(64))).unwrap();
+        r.profile.retention = retention;
+        r.profile.network_policy = NetworkPolicy::Allowlist {
+            destinations: destinations
+                .iter()
+                .map(|(host, port)| NetworkDestination {
+                    host: host.clone(),
+                    port: *port,
+                })
+                .collect(),
+        };
+        r
     }
 
     /// An active instance allowing TCP to each `port` on the gateway.
