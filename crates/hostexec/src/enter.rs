@@ -509,17 +509,9 @@ pub(crate) fn enter(plan: &EnterPlan) -> io::Result<()> {
         if libc::fchdir(plan.root.as_raw_fd()) != 0 || libc::chroot(c".".as_ptr()) != 0 {
             return Err(enter_error(3));
         }
-        let stacks = libc::mmap(
-            std::ptr::null_mut(),
-            3 * CHILD_STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        );
-        if stacks == libc::MAP_FAILED {
+        let Some(stacks) = crate::sys::map_stacks(3 * CHILD_STACK) else {
             return Err(enter_error(5));
-        }
+        };
         let stack = |i: usize| stacks.cast::<u8>().add(i * CHILD_STACK).cast();
         let mut launch = [0; 2];
         if libc::pipe2(launch.as_mut_ptr(), libc::O_CLOEXEC) != 0 {

@@ -66,3 +66,34 @@ pub fn close_from(from: u32, keep: Option<RawFd>) {
         }
     }
 }
+
+/// Maps `bytes` of private anonymous memory for the stacks of `CLONE_VM`
+/// children; `None` when `mmap` fails (its `errno` is left set).
+/// Async-signal-safe.
+pub fn map_stacks(bytes: usize) -> Option<*mut libc::c_void> {
+    // SAFETY: a fresh private anonymous mapping; nothing else is touched.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    (base != libc::MAP_FAILED).then_some(base)
+}
+
+/// Unmaps what [`map_stacks`] mapped.
+///
+/// # Safety
+///
+/// `base` and `bytes` are one mapping of [`map_stacks`], and no process
+/// runs on it any more.
+pub unsafe fn unmap_stacks(base: *mut libc::c_void, bytes: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        libc::munmap(base, bytes);
+    }
+}

@@ -104,21 +104,9 @@ unsafe impl Sync for Stacks {}
 
 impl Stacks {
     fn new() -> io::Result<Stacks> {
-        // SAFETY: a fresh private anonymous mapping.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                2 * CHILD_STACK,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Stacks { base })
+        crate::sys::map_stacks(2 * CHILD_STACK)
+            .map(|base| Stacks { base })
+            .ok_or_else(io::Error::last_os_error)
     }
 
     /// The lowest address of stack `i` (0 or 1).
@@ -132,9 +120,7 @@ impl Drop for Stacks {
     fn drop(&mut self) {
         // SAFETY: the mapping is ours; its owner frees it only once no
         // process runs on it (see the module documentation).
-        unsafe {
-            libc::munmap(self.base, 2 * CHILD_STACK);
-        }
+        unsafe { crate::sys::unmap_stacks(self.base, 2 * CHILD_STACK) }
     }
 }
 

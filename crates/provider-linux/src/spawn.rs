@@ -238,21 +238,9 @@ unsafe impl Send for InitStack {}
 
 impl InitStack {
     fn new() -> io::Result<Self> {
-        // SAFETY: a fresh private anonymous mapping.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                INIT_STACK,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(InitStack { base })
+        checkfu_sandbox_hostexec::sys::map_stacks(INIT_STACK)
+            .map(|base| InitStack { base })
+            .ok_or_else(io::Error::last_os_error)
     }
 
     /// The top of the stack (it grows down).
@@ -265,9 +253,7 @@ impl InitStack {
 impl Drop for InitStack {
     fn drop(&mut self) {
         // SAFETY: the mapping is ours and nobody runs on it any more.
-        unsafe {
-            libc::munmap(self.base, INIT_STACK);
-        }
+        unsafe { checkfu_sandbox_hostexec::sys::unmap_stacks(self.base, INIT_STACK) }
     }
 }
 
