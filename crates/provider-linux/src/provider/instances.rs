@@ -171,6 +171,31 @@ pub(super) enum ProvisionFailure {
 }
 
 impl Inner {
+    /// The record of a fresh instance `id` (state `provisioning`, no init
+    /// yet) of `request` over `image` (manifest digest, environment),
+    /// resumed from snapshot `resumed_from` when given.
+    pub(super) fn provisioning_record(
+        &self,
+        id: &str,
+        request: &SandboxProvisionRequest,
+        (image, image_env): (String, Vec<String>),
+        resumed_from: Option<String>,
+    ) -> InstanceRecord {
+        InstanceRecord {
+            record_revision: RECORD_REVISION,
+            scope: self.scope.clone(),
+            instance_id: id.to_owned(),
+            created_at: self.clock.now(),
+            state: InstanceState::Provisioning,
+            request: request.clone(),
+            image,
+            image_env,
+            root_mode: self.root_mode,
+            init: None,
+            resumed_from,
+        }
+    }
+
     /// The provider-side admission of a request (the runtime checks first;
     /// this refuses what this provider cannot do even if called directly).
     pub(super) fn admit(
@@ -226,19 +251,12 @@ impl Inner {
         let stored = self
             .resolve_root(request)
             .map_err(ProvisionFailure::Nothing)?;
-        let rec = InstanceRecord {
-            record_revision: RECORD_REVISION,
-            scope: self.scope.clone(),
-            instance_id: id.to_owned(),
-            created_at: self.clock.now(),
-            state: InstanceState::Provisioning,
-            request: request.clone(),
-            image: stored.manifest_hex.clone(),
-            image_env: stored.env.clone(),
-            root_mode: self.root_mode,
-            init: None,
-            resumed_from: None,
-        };
+        let rec = self.provisioning_record(
+            id,
+            request,
+            (stored.manifest_hex.clone(), stored.env.clone()),
+            None,
+        );
         let partly = ProvisionFailure::Partly;
         snapshot_files::publish_instance(OP, &self.layout, id, &rec).map_err(partly)?;
         self.prepare_dirs(id, request)

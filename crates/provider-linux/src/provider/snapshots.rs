@@ -138,19 +138,12 @@ impl Inner {
         id: &str,
     ) -> Result<InstanceRecord, SandboxError> {
         const OP: Operation = op::RESUME;
-        let mut rec = InstanceRecord {
-            record_revision: RECORD_REVISION,
-            scope: self.scope.clone(),
-            instance_id: id.to_owned(),
-            created_at: self.clock.now(),
-            state: InstanceState::Provisioning,
-            request: request.clone(),
-            image: source.image.clone(),
-            image_env: source.image_env.clone(),
-            root_mode: self.root_mode,
-            init: None,
-            resumed_from: Some(source.snapshot.snapshot_id.clone()),
-        };
+        let mut rec = self.provisioning_record(
+            id,
+            request,
+            (source.image.clone(), source.image_env.clone()),
+            Some(source.snapshot.snapshot_id.clone()),
+        );
         // The record first, so a sweep finds the instance from now on.
         snapshot_files::publish_instance(OP, &self.layout, id, &rec)?;
         // Rehydrate the host directories and the writable root layer.
