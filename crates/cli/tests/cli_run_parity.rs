@@ -3,7 +3,9 @@
 //! true reason on stderr; a command starts from the same environment keys
 //! and `PATH`, with `HOSTNAME` the instance's host name; a bare image ID
 //! `sha256:<hex>` (what `checkfu sandbox fixture` prints) runs, and the
-//! Linux provider refuses an ID its store lacks as a capability.
+//! Linux provider refuses an ID its store lacks as a capability; a
+//! workload over its `--memory` limit is killed, never the run (the
+//! providers that run host programs).
 //!
 //! Gate: the Docker subject prints a `SKIP` line without a daemon and the
 //! Linux one without root (each a failure under `CI=true`); the memory
@@ -232,5 +234,49 @@ fn a_bare_image_id_runs_everywhere() {
                 &["SandboxCapabilityUnavailable", "base_image", &absent],
             );
         }
+    });
+}
+
+/// A workload over its `--memory` limit is killed by the kernel, and only
+/// the workload: the run ends with the workload's own status and report
+/// (decision 049; the Linux provider's CLI was killed here before).
+#[test]
+fn a_workload_over_its_memory_limit_is_killed_not_the_run_everywhere() {
+    let probes = tempfile::tempdir().expect("probe dir");
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../provider-linux/tests/probes/memory_hog.c");
+    let built = Command::new("cc")
+        .args(["-static", "-O2", "-o"])
+        .arg(probes.path().join("memory_hog"))
+        .arg(&src)
+        .output()
+        .expect("cc runs");
+    assert!(built.status.success(), "{}", describe(&built));
+    let mount = format!("{}:/probe:ro", probes.path().display());
+    on_every_provider("parity_memory_limit", |s| {
+        if s.name == "memory" {
+            eprintln!("memory: the oracle runs no host program and enforces no memory limit");
+            return;
+        }
+        // 40 children touching 5 MiB each need 200 MiB.
+        let o = s.run(&[
+            "--memory",
+            "128M",
+            "--mount",
+            &mount,
+            "--",
+            "/probe/memory_hog",
+            "40",
+            "5",
+            "2",
+        ]);
+        assert_eq!(code(&o), 0, "{}: {}", s.name, describe(&o));
+        let killed: u32 = stdout(&o)
+            .trim()
+            .strip_prefix("killed ")
+            .and_then(|r| r.strip_suffix(" of 40"))
+            .and_then(|k| k.parse().ok())
+            .unwrap_or_else(|| panic!("{}: {}", s.name, describe(&o)));
+        assert!(killed > 0, "{}: the limit was not enforced", s.name);
     });
 }

@@ -35,8 +35,15 @@ pub struct Target {
     /// `/proc/<pid 1>/root`, where the command is `chroot`ed.
     pub root: OwnedFd,
     /// `cgroup.procs` (or v1 `tasks`) files, open for writing, joined
-    /// before any namespace is entered.
+    /// before any namespace is entered; never the group that holds the
+    /// memory limit.
     pub cgroups: Vec<OwnedFd>,
+    /// The join file of the group that holds the memory limit (v1
+    /// `memory`, v2 the one group), which the command joins itself just
+    /// before its `execve`, while the OOM killer still passes it over:
+    /// no supervisor is ever in it, so the OOM killer weighs only the
+    /// workload's own memory there (decision 049).
+    pub memory_cgroup: Option<OwnedFd>,
     /// The user the command runs as.
     pub credentials: Credentials,
     /// Seccomp filters, oldest first, installed after `no_new_privs`.
@@ -161,6 +168,7 @@ pub fn prepare(
         namespaces,
         root,
         cgroups,
+        memory_cgroup,
         credentials,
         filters,
     } = target;
@@ -168,6 +176,7 @@ pub fn prepare(
         namespaces,
         root,
         cgroups,
+        memory_cgroup,
         confine: Confinement::new(working, working_directory, credentials, filters),
         exec: Some(program),
     };

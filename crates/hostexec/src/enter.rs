@@ -97,8 +97,10 @@ pub(crate) struct EnterPlan {
     pub(crate) namespaces: Vec<OwnedFd>,
     /// `/proc/<pid 1>/root`.
     pub(crate) root: OwnedFd,
-    /// `cgroup.procs` (or `tasks`) files to join.
+    /// `cgroup.procs` (or `tasks`) files C' joins.
     pub(crate) cgroups: Vec<OwnedFd>,
+    /// The memory group's join file, which G'' joins (decision 049).
+    pub(crate) memory_cgroup: Option<OwnedFd>,
     /// Where the command starts, whom it runs as, its filters.
     pub(crate) confine: Confinement,
     /// The program to exec (its own `execve` and `PATH` lookup,
@@ -126,6 +128,7 @@ pub(crate) fn enter_step_name(step: i32) -> &'static str {
         7 => "dropping capabilities",
         8 => "no_new_privs",
         9 => "the seccomp filter",
+        10 => "joining the instance's memory cgroup",
         _ => "an unknown step",
     }
 }
@@ -247,6 +250,10 @@ pub(crate) struct Chain<'a> {
     pub(crate) status: RawFd,
     /// The stacks of G' and G''.
     pub(crate) stacks: [*mut libc::c_void; 2],
+    /// A cgroup join file G'' writes itself into first, while it is
+    /// still a `vfork` child (the memory group of an instance whose init
+    /// stays out of it, decision 049); -1 for none.
+    pub(crate) join: RawFd,
 }
 
 /// Reports a failure code on the launch pipe and ends the process.
@@ -302,6 +309,7 @@ extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
             launch: chain.launch,
             status: status_pipe[1],
             stacks: chain.stacks,
+            join: chain.join,
         };
         let g2 = clone_vm(
             namespace_main,
@@ -369,6 +377,13 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
     let plan = chain.confine;
     // SAFETY (rest): system calls on buffers prepared before the fork.
     unsafe {
+        // First, while the OOM killer passes this process over (a `vfork`
+        // child that still shares its parent's address space): once it
+        // has exec'd, the program and everything it forks are charged to
+        // the group and weighed by their own memory.
+        if chain.join >= 0 && libc::write(chain.join, b"0\n".as_ptr().cast(), 2) < 0 {
+            fail(chain.launch, enter_code(10));
+        }
         // Until its `execve` this process shares the address space of its
         // supervisors, which is the provider's own on the path through
         // the workload's init (C''s copy of it on the path from the
@@ -524,6 +539,8 @@ pub(crate) fn enter(plan: &EnterPlan) -> io::Result<()> {
             launch: launch[1],
             status: -1,
             stacks: [stack(1), stack(2)],
+            // C' joined the others before it entered.
+            join: plan.memory_cgroup.as_ref().map_or(-1, AsRawFd::as_raw_fd),
         };
         let g1 = clone_vm(
             supervisor_main,

@@ -60,6 +60,12 @@ use crate::running::{Running, Started};
 pub const INIT_SOCKET: RawFd = 3;
 /// The descriptor of the init's `signalfd` for `SIGCHLD` (non-blocking).
 pub const INIT_SIGNALS: RawFd = 4;
+/// The descriptor of the join file of the instance's memory cgroup, which
+/// the init holds (closed where it has none) and each command writes
+/// itself into before it drops its privileges: the init, which shares the
+/// provider's address space, stays out of that group, so that the OOM
+/// killer never weighs the provider's memory there (decision 049).
+pub const INIT_MEMORY_CGROUP: RawFd = 5;
 /// Where the init puts a request's five descriptors (stdin, stdout,
 /// stderr, launch, status) before it clones G', which finds them there.
 const SLOTS: [RawFd; 5] = [10, 11, 12, 13, 14];
@@ -70,6 +76,8 @@ pub struct Launch {
     confine: Confinement,
     exec: ProgramPlan,
     stacks: Stacks,
+    /// [`INIT_MEMORY_CGROUP`] when the init holds it, else -1.
+    join: RawFd,
 }
 
 impl std::fmt::Debug for Launch {
@@ -82,11 +90,20 @@ impl std::fmt::Debug for Launch {
 }
 
 impl Launch {
-    pub(crate) fn new(confine: Confinement, exec: ProgramPlan) -> io::Result<Box<Launch>> {
+    pub(crate) fn new(
+        confine: Confinement,
+        exec: ProgramPlan,
+        join_memory_cgroup: bool,
+    ) -> io::Result<Box<Launch>> {
         Ok(Box::new(Launch {
             confine,
             exec,
             stacks: Stacks::new()?,
+            join: if join_memory_cgroup {
+                INIT_MEMORY_CGROUP
+            } else {
+                -1
+            },
         }))
     }
 }
@@ -130,6 +147,8 @@ impl Drop for Stacks {
 pub struct Channel {
     socket: AsyncFd<OwnedFd>,
     turn: tokio::sync::Mutex<()>,
+    /// Whether the init holds [`INIT_MEMORY_CGROUP`].
+    memory_cgroup: bool,
 }
 
 /// A connected pair of request sockets: (the provider's end, the init's
@@ -156,11 +175,15 @@ impl Channel {
     /// # Errors
     ///
     /// Making it non-blocking or registering it failed.
-    pub fn new(provider_end: OwnedFd) -> io::Result<Channel> {
+    ///
+    /// `memory_cgroup`: whether the init holds [`INIT_MEMORY_CGROUP`],
+    /// which every command then joins.
+    pub fn new(provider_end: OwnedFd, memory_cgroup: bool) -> io::Result<Channel> {
         set_nonblocking(provider_end.as_fd())?;
         Ok(Channel {
             socket: register(provider_end, Interest::READABLE | Interest::WRITABLE)?,
             turn: tokio::sync::Mutex::new(()),
+            memory_cgroup,
         })
     }
 
@@ -362,9 +385,10 @@ impl Request {
         exec: ProgramPlan,
     ) -> io::Result<Request> {
         let confine = Confinement::new(working, working_directory, credentials, filters);
+        let join = channel.memory_cgroup;
         Ok(Request {
             channel,
-            launch: Launch::new(confine, exec)?,
+            launch: Launch::new(confine, exec, join)?,
         })
     }
 }
@@ -513,14 +537,14 @@ fn reply(sock: BorrowedFd<'_>, code: i32, pidfd: RawFd) {
     );
 }
 
-/// Closes every descriptor of the init but [`INIT_SOCKET`] and
-/// [`INIT_SIGNALS`].
+/// Closes every descriptor of the init but [`INIT_SOCKET`],
+/// [`INIT_SIGNALS`] and [`INIT_MEMORY_CGROUP`].
 pub fn close_all_but_own() {
     // SAFETY: close_range only closes descriptors; it cannot fail for
     // these ranges, so it writes no `errno`.
     unsafe {
         libc::syscall(libc::SYS_close_range, 0u32, 2u32, 0u32);
-        libc::syscall(libc::SYS_close_range, 5u32, u32::MAX, 0u32);
+        libc::syscall(libc::SYS_close_range, 6u32, u32::MAX, 0u32);
     }
 }
 
@@ -536,7 +560,10 @@ extern "C" fn g1_main(arg: *mut libc::c_void) -> libc::c_int {
         for (i, &slot) in SLOTS[..3].iter().enumerate() {
             libc::dup2(slot, i as RawFd);
         }
-        libc::syscall(libc::SYS_close_range, 3u32, (SLOTS[3] - 1) as u32, 0u32);
+        // The init's socket and signalfd; the memory group's join file
+        // stays for G''.
+        libc::syscall(libc::SYS_close_range, 3u32, 4u32, 0u32);
+        libc::syscall(libc::SYS_close_range, 6u32, (SLOTS[3] - 1) as u32, 0u32);
         libc::syscall(libc::SYS_close_range, (SLOTS[4] + 1) as u32, u32::MAX, 0u32);
     }
     let chain = Chain {
@@ -545,19 +572,22 @@ extern "C" fn g1_main(arg: *mut libc::c_void) -> libc::c_int {
         launch: SLOTS[3],
         status: SLOTS[4],
         stacks: [launch.stacks.at(0), launch.stacks.at(1)],
+        join: launch.join,
     };
     namespace_body(&chain)
 }
 
-/// Moves the init's request socket to [`INIT_SOCKET`] and a new
-/// non-blocking `signalfd` for `SIGCHLD` to [`INIT_SIGNALS`]; `keep` (the
-/// init's readiness pipe) is moved out of their way and returned. For
-/// the init before it reports readiness, with `SIGCHLD` already blocked.
+/// Moves the init's request socket to [`INIT_SOCKET`], a new
+/// non-blocking `signalfd` for `SIGCHLD` to [`INIT_SIGNALS`] and
+/// `memory_cgroup` (the memory group's join file, -1 for none) to
+/// [`INIT_MEMORY_CGROUP`]; `keep` (the init's readiness pipe) is moved
+/// out of their way and returned. For the init before it reports
+/// readiness, with `SIGCHLD` already blocked.
 ///
 /// # Errors
 ///
 /// The `errno` of the failing call.
-pub fn init_descriptors(socket: RawFd, keep: RawFd) -> Result<RawFd, i32> {
+pub fn init_descriptors(socket: RawFd, keep: RawFd, memory_cgroup: RawFd) -> Result<RawFd, i32> {
     // SAFETY: descriptor moves in the calling process's own table.
     unsafe {
         let moved = |fd: RawFd| {
@@ -570,6 +600,11 @@ pub fn init_descriptors(socket: RawFd, keep: RawFd) -> Result<RawFd, i32> {
         };
         let keep = moved(keep)?;
         let socket = moved(socket)?;
+        let memory_cgroup = if memory_cgroup >= 0 {
+            moved(memory_cgroup)?
+        } else {
+            -1
+        };
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGCHLD);
@@ -583,6 +618,13 @@ pub fn init_descriptors(socket: RawFd, keep: RawFd) -> Result<RawFd, i32> {
         {
             return Err(crate::sys::errno());
         }
+        // Whatever the slot held before (a descriptor of the provider's
+        // table) must not stay there.
+        if memory_cgroup < 0 {
+            libc::close(INIT_MEMORY_CGROUP);
+        } else if libc::dup3(memory_cgroup, INIT_MEMORY_CGROUP, libc::O_CLOEXEC) < 0 {
+            return Err(crate::sys::errno());
+        }
         Ok(keep)
     }
 }
@@ -593,10 +635,10 @@ mod tests {
 
     #[test]
     fn the_slots_are_distinct_and_above_the_inits_own_descriptors() {
-        assert!(SLOTS.iter().all(|&s| s > INIT_SIGNALS));
+        assert!(SLOTS.iter().all(|&s| s > INIT_MEMORY_CGROUP));
         assert!(SLOTS.windows(2).all(|w| w[0] < w[1]));
-        // `close_all_but_own` keeps exactly these two.
-        assert_eq!((INIT_SOCKET, INIT_SIGNALS), (3, 4));
+        // `close_all_but_own` keeps exactly these three.
+        assert_eq!((INIT_SOCKET, INIT_SIGNALS, INIT_MEMORY_CGROUP), (3, 4, 5));
     }
 
     #[test]

@@ -5,9 +5,12 @@
 //! `freezer` hierarchy, `freezer.state` `FROZEN`/`THAWED`; v2's
 //! `cgroup.freeze`).
 //!
-//! Every instance gets `<hierarchy>/checkfu-linux/<scope>/<instance id>`;
-//! its init and every command join it before they run anything of the
-//! workload. The directories are removed when the instance is destroyed
+//! Every instance gets `<hierarchy>/checkfu-linux/<scope>/<instance id>`.
+//! Every command joins each of them before it runs anything of the
+//! workload; the instance's init and the commands' supervisors, which
+//! share an address space with the provider or a copy of it, join every
+//! one but the group that holds the memory limit (decision 049). The
+//! directories are removed when the instance is destroyed
 //! (after its processes are gone: a cgroup with members cannot be removed).
 
 // Everything here is a cgroup file of the host's kernel, never a workload
@@ -27,7 +30,8 @@ pub const CGROUP_PARENT: &str = "checkfu-linux";
 /// The CFS period used for CPU quotas, in microseconds.
 pub const CPU_PERIOD_MICROS: u64 = 100_000;
 /// The v1 controllers every instance joins (the freezer too where
-/// [`FreezerSupport`] found it).
+/// [`FreezerSupport`] found it); `memory` first, the one group an
+/// instance's init stays out of.
 pub const V1_CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
 /// The v1 freezer hierarchy's directory under [`CGROUP_ROOT`].
 pub const V1_FREEZER: &str = "freezer";
@@ -372,10 +376,21 @@ impl InstanceCgroups {
         Ok(())
     }
 
-    /// The files through which a process joins the groups, open for
-    /// writing: writing `0` moves the writing thread into the group. The
-    /// writer must be single-threaded (a freshly forked child is), so that
-    /// moving its thread moves the whole process.
+    /// The files through which the instance's supervisors (its init, and
+    /// each command's host-side supervisor) join the groups, open for
+    /// writing: every group but the one that holds the memory limit (on
+    /// cgroup v2, where one group holds every limit, none). Writing `0`
+    /// moves the writing thread into the group; the writer must be
+    /// single-threaded (a freshly forked child is), so that moving its
+    /// thread moves the whole process.
+    ///
+    /// The supervisors stay out of the memory group because the kernel's
+    /// memory-cgroup OOM killer weighs each member by the resident memory
+    /// of its address space and, when it picks one, kills every process
+    /// that shares that address space. The init shares the provider's
+    /// (decision 043): as a member, a workload over its memory limit had
+    /// the provider killed. Each command joins the memory group itself
+    /// ([`InstanceCgroups::open_memory_join_file`], decision 049).
     ///
     /// On cgroup v1 these are the `tasks` files: the kernel moves the one
     /// thread under `cgroup_mutex` alone, where a write to `cgroup.procs`
@@ -388,21 +403,40 @@ impl InstanceCgroups {
     ///
     /// The first file that cannot be opened, with its path.
     pub fn open_join_files(&self) -> io::Result<Vec<std::os::fd::OwnedFd>> {
+        match self.version {
+            // `memory` comes first in `V1_CONTROLLERS`.
+            CgroupVersion::V1 => self.dirs[1..]
+                .iter()
+                .map(|d| self.open_join_file(d))
+                .collect(),
+            CgroupVersion::V2 => Ok(Vec::new()),
+        }
+    }
+
+    /// The join file of the group that holds the memory limit (v1
+    /// `memory/.../tasks`, v2 the instance's `cgroup.procs`), which each
+    /// command writes itself into just before its `execve`, while it is
+    /// still a `vfork` child that the OOM killer passes over (decision
+    /// 049).
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be opened, with its path.
+    pub fn open_memory_join_file(&self) -> io::Result<std::os::fd::OwnedFd> {
+        self.open_join_file(&self.dirs[0])
+    }
+
+    fn open_join_file(&self, dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
         let file = match self.version {
             CgroupVersion::V1 => "tasks",
             CgroupVersion::V2 => "cgroup.procs",
         };
-        self.dirs
-            .iter()
-            .map(|d| {
-                let p = d.join(file);
-                OpenOptions::new()
-                    .write(true)
-                    .open(&p)
-                    .map(File::into)
-                    .map_err(|e| io_at(&p, e))
-            })
-            .collect()
+        let p = dir.join(file);
+        OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .map(File::into)
+            .map_err(|e| io_at(&p, e))
     }
 
     /// Host pids still in the groups (empty when none or gone).

@@ -125,8 +125,12 @@ pub(crate) struct InitPlan {
     /// Host `/dev/null`.
     pub(crate) dev_null: CString,
     pub(crate) hostname: CString,
-    /// `cgroup.procs` (or `tasks`) files to join, open for writing.
+    /// `cgroup.procs` (or `tasks`) files the init joins, open for
+    /// writing: every instance group but the memory group.
     pub(crate) cgroups: Vec<OwnedFd>,
+    /// The memory group's join file, which the init keeps for each
+    /// command to join (decision 049); `None` without cgroups.
+    pub(crate) memory_cgroup: Option<OwnedFd>,
     /// The init's end of its request socket
     /// ([`checkfu_sandbox_hostexec::zygote`]).
     pub(crate) requests: Option<OwnedFd>,
@@ -574,7 +578,8 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd, requests: RawFd) -
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
-        let wfd = match zygote::init_descriptors(requests, wfd) {
+        let memory_cgroup = plan.memory_cgroup.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let wfd = match zygote::init_descriptors(requests, wfd, memory_cgroup) {
             Ok(moved) => moved,
             Err(_) => g_fail(wfd, 16),
         };

@@ -197,26 +197,7 @@ async fn no_remount_ptrace_proc_or_sys_way_out() {
 /// Rust itself links with (`cc`): the busybox fixture has no way to call
 /// `clone` with namespace flags.
 fn user_namespace_probe(dir: &std::path::Path) -> std::path::PathBuf {
-    c_probe(dir, "user_namespace")
-}
-
-/// `tests/probes/<name>.c`, built static with `cc` into `dir`.
-fn c_probe(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
-    let src =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/probes/{name}.c"));
-    let out = dir.join(name);
-    let built = std::process::Command::new("cc")
-        .args(["-static", "-pthread", "-O2", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .output()
-        .expect("cc runs");
-    assert!(
-        built.status.success(),
-        "building the probe: {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    out
+    common::sandbox::c_probe(dir, "user_namespace")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +213,7 @@ async fn no_user_namespace_through_clone_or_clone3() {
         String::from_utf8_lossy(&host.stdout),
         "clone: made\nclone3: made\nthread: ran\n"
     );
-    stage(&s, &probe).await;
+    s.stage(&probe).await;
     let (code, out, err) = s.sh("/tmp/user_namespace").await;
     assert_eq!(code, 0, "{err}");
     // clone refused outright; clone3 as a kernel without it, so the C
@@ -343,24 +324,6 @@ stat -c %y /dev/null | cut -c1-4";
     s.close().await;
 }
 
-/// Copies the host file `probe` to `/tmp/<its name>` in the instance,
-/// executable, through a command's stdin (writeFile is for instances not
-/// yet active).
-async fn stage(s: &Sandbox, probe: &std::path::Path) {
-    let name = probe.file_name().unwrap().to_str().unwrap();
-    let staged = s
-        .target
-        .linux_provider()
-        .execute(sh_command(
-            &s.id,
-            &format!("cat > /tmp/{name} && chmod 755 /tmp/{name}"),
-            Some(std::fs::read(probe).unwrap()),
-        ))
-        .await
-        .expect("stage the probe");
-    assert_eq!(staged.exit, ExitCause::ExitCode(0), "{staged:?}");
-}
-
 /// Until its `execve` a command's last step shares the address space of
 /// its supervisors: the provider's own, when the instance's init starts
 /// it. A uid 0 workload's ids do not change when that step drops its
@@ -395,7 +358,8 @@ async fn a_command_being_started_does_not_open_the_providers_memory() {
         .expect("an entry in the provider's environment")
         .to_owned();
     let dir = tempfile::tempdir().unwrap();
-    stage(&s, &c_probe(dir.path(), "provider_memory")).await;
+    s.stage(&common::sandbox::c_probe(dir.path(), "provider_memory"))
+        .await;
     let p = s.target.linux_provider();
     // The positive control: the probe finds a process of the same command
     // that holds its marker, and could open its memory.

@@ -14,11 +14,10 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use checkfu_sandbox_contract::*;
-use checkfu_sandbox_linux::{LinuxConfig, LinuxProvider, WorkloadUser};
+
 use common::sandbox::Sandbox;
 
 /// What a command sees of its confinement, printed one fact per line
@@ -45,25 +44,13 @@ while read k v; do [ "$k" = PPid: ] && echo "$v"; done < /proc/$sup/status
 exit 0
 "#;
 
-/// A second provider over the target's state directory and scope: it did
-/// not start the instance's init.
-fn other_provider(s: &Sandbox) -> LinuxProvider {
-    LinuxProvider::new(LinuxConfig {
-        state_dir: s.target.state_dir().to_path_buf(),
-        scope: s.target.scope().to_owned(),
-        clock: Arc::new(SystemClock),
-        workload_user: WorkloadUser::Root,
-    })
-    .expect("a second provider")
-}
-
 #[tokio::test]
 async fn both_start_paths_give_a_command_the_same_confinement() {
     let Some(s) = Sandbox::start("both_start_paths_give_a_command_the_same_confinement").await
     else {
         return;
     };
-    let other = other_provider(&s);
+    let other = s.other_provider();
     // The first command after activation: the init installs the filters
     // after it reports readiness, and before it starts any command.
     let (code, inside, err) = s.sh(PROBE).await;

@@ -102,9 +102,8 @@ pub(crate) struct HostTarget {
     start_ticks: u64,
     /// Namespaces to enter, in order (`mnt` last).
     namespaces: Vec<&'static str>,
-    /// The join file (v1 `tasks`, v2 `cgroup.procs`) of the init's
-    /// cgroup in every hierarchy it is in.
-    cgroup_procs: Vec<PathBuf>,
+    /// The join files of the init's cgroups ([`CgroupJoin`]).
+    cgroups: CgroupJoin,
     credentials: Credentials,
     filters: Vec<SeccompFilter>,
     /// The init's environment: the container's, as `docker exec` starts
@@ -224,12 +223,25 @@ fn confinement(status: &str) -> Result<(Credentials, usize), String> {
     Ok((credentials, filters))
 }
 
+/// The join files (v1 `tasks`, v2 `cgroup.procs`) of a process's cgroups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CgroupJoin {
+    /// Every hierarchy's but the memory group's, joined by the command's
+    /// host-side supervisor before it enters.
+    supervisor: Vec<PathBuf>,
+    /// The group that holds the memory limit (the v1 hierarchy with the
+    /// `memory` controller, else the v2 group), which the command joins
+    /// itself just before its `execve` (decision 049): the OOM killer
+    /// then never weighs a supervisor, whose address space is a copy of
+    /// the provider's.
+    memory: Option<PathBuf>,
+}
+
 /// The files through which a command joins the cgroups of
-/// `/proc/<pid>/cgroup` (v1 `tasks`, v2 `cgroup.procs`)
-/// (`cgroup`), found through the cgroup mounts of `mountinfo`; every
-/// hierarchy must be mounted here, and one path must name `container_id`
-/// (the pid is that container's, on this machine).
-fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<Vec<PathBuf>, String> {
+/// `/proc/<pid>/cgroup` (`cgroup`), found through the cgroup mounts of
+/// `mountinfo`; every hierarchy must be mounted here, and one path must
+/// name `container_id` (the pid is that container's, on this machine).
+fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<CgroupJoin, String> {
     // (fstype, super options, mount root, mount point)
     let mounts: Vec<(&str, Vec<&str>, &str, &str)> = mountinfo
         .lines()
@@ -245,6 +257,7 @@ fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<Vec
         .filter(|(t, ..)| *t == "cgroup" || *t == "cgroup2")
         .collect();
     let mut files = Vec::new();
+    let (mut v1_memory, mut v2) = (None, None);
     let mut named = false;
     for line in cgroup.lines().filter(|l| !l.is_empty()) {
         let mut parts = line.splitn(3, ':');
@@ -278,6 +291,11 @@ fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<Vec
         } else {
             "tasks"
         };
+        if controllers.split(',').any(|c| c == "memory") {
+            v1_memory = Some(files.len());
+        } else if controllers.is_empty() {
+            v2 = Some(files.len());
+        }
         files.push(
             PathBuf::from(point)
                 .join(relative.trim_start_matches('/'))
@@ -289,7 +307,11 @@ fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<Vec
             "the init's cgroups do not name container {container_id}: not a container of this machine"
         ));
     }
-    Ok(files)
+    let memory = v1_memory.or(v2).map(|i| files.remove(i));
+    Ok(CgroupJoin {
+        supervisor: files,
+        memory,
+    })
 }
 
 /// Reads a file of the kernel's `/proc` (never a workload path).
@@ -312,7 +334,7 @@ fn capture(pid: i32, container_id: &str) -> Result<HostTarget, String> {
     let ticks = start_ticks(pid).ok_or(format!("the init (pid {pid}) is gone"))?;
     let cgroup = proc_read(&format!("/proc/{pid}/cgroup"))?;
     let mountinfo = proc_read("/proc/self/mountinfo")?;
-    let cgroup_procs = cgroup_procs(&cgroup, &mountinfo, container_id)?;
+    let cgroups = cgroup_procs(&cgroup, &mountinfo, container_id)?;
     let (credentials, filter_count) = confinement(&proc_read(&format!("/proc/{pid}/status"))?)?;
     for ns in ["user", "time"] {
         if !same_namespace(pid, ns)? {
@@ -350,7 +372,7 @@ fn capture(pid: i32, container_id: &str) -> Result<HostTarget, String> {
         pid,
         start_ticks: ticks,
         namespaces,
-        cgroup_procs,
+        cgroups,
         credentials,
         filters,
         env,
@@ -451,16 +473,25 @@ impl Inner {
             .map_err(|e| io("opening the container's namespaces", e))?;
         let root =
             hostexec::open_root(target.pid).map_err(|e| io("opening the container's root", e))?;
+        let open = |p: &PathBuf| -> std::io::Result<std::os::fd::OwnedFd> {
+            // The kernel's cgroup file system, never a workload path.
+            #[allow(clippy::disallowed_methods)]
+            let f = std::fs::OpenOptions::new().write(true).open(p)?;
+            Ok(f.into())
+        };
         let cgroups = target
-            .cgroup_procs
+            .cgroups
+            .supervisor
             .iter()
-            .map(|p| {
-                // The kernel's cgroup file system, never a workload path.
-                #[allow(clippy::disallowed_methods)]
-                let f = std::fs::OpenOptions::new().write(true).open(p)?;
-                Ok(f.into())
-            })
+            .map(open)
             .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| io("opening the container's cgroups", e))?;
+        let memory_cgroup = target
+            .cgroups
+            .memory
+            .as_ref()
+            .map(open)
+            .transpose()
             .map_err(|e| io("opening the container's cgroups", e))?;
         // Opened while the pid named the captured process: these are its.
         if start_ticks(target.pid) != Some(target.start_ticks) {
@@ -479,6 +510,7 @@ impl Inner {
                 namespaces,
                 root,
                 cgroups,
+                memory_cgroup,
                 credentials: target.credentials.clone(),
                 filters: target.filters.clone(),
             },
@@ -532,11 +564,24 @@ NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n";
         let files = cgroup_procs(cgroup, mountinfo, "abc").unwrap();
         assert_eq!(
             files,
-            [
-                PathBuf::from("/sys/fs/cgroup/memory/docker/abc/tasks"),
-                PathBuf::from("/sys/fs/cgroup/systemd/docker/abc/tasks"),
-                PathBuf::from("/sys/fs/cgroup/unified/docker/abc/cgroup.procs"),
-            ]
+            CgroupJoin {
+                supervisor: vec![
+                    PathBuf::from("/sys/fs/cgroup/systemd/docker/abc/tasks"),
+                    PathBuf::from("/sys/fs/cgroup/unified/docker/abc/cgroup.procs"),
+                ],
+                memory: Some(PathBuf::from("/sys/fs/cgroup/memory/docker/abc/tasks")),
+            }
+        );
+        // Unified only: the one group holds the memory limit.
+        let v2 = "50 31 0:40 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup_procs("0::/system.slice/docker-abc.scope\n", v2, "abc").unwrap(),
+            CgroupJoin {
+                supervisor: vec![],
+                memory: Some(PathBuf::from(
+                    "/sys/fs/cgroup/system.slice/docker-abc.scope/cgroup.procs"
+                )),
+            }
         );
         assert!(cgroup_procs(cgroup, mountinfo, "other")
             .unwrap_err()

@@ -75,16 +75,21 @@ impl Inner {
             .map_err(|e| io("opening the instance's namespaces", e))?;
         let root =
             hostexec::open_root(init.pid).map_err(|e| io("opening the instance's root", e))?;
-        let cgroups = match self.cgroup_version {
-            Some(v) => InstanceCgroups::new(v, &self.scope, &rec.instance_id)
-                .open_join_files()
-                .map_err(|e| io("opening the instance's cgroups", e))?,
-            None => Vec::new(),
+        let (cgroups, memory_cgroup) = match self.cgroup_version {
+            Some(v) => {
+                let groups = InstanceCgroups::new(v, &self.scope, &rec.instance_id);
+                let opened = groups
+                    .open_join_files()
+                    .and_then(|c| Ok((c, Some(groups.open_memory_join_file()?))));
+                opened.map_err(|e| io("opening the instance's cgroups", e))?
+            }
+            None => (Vec::new(), None),
         };
         let target = Target {
             namespaces,
             root,
             cgroups,
+            memory_cgroup,
             credentials,
             filters: self.seccomp.to_vec(),
         };

@@ -371,6 +371,7 @@ impl Inner {
             dev_null: c"/dev/null".to_owned(),
             hostname: CString::new(INSTANCE_HOSTNAME).expect("no NUL"),
             cgroups: Vec::new(),
+            memory_cgroup: None,
             requests: None,
             filters: self.seccomp,
         })
@@ -409,6 +410,10 @@ impl Inner {
                 plan.cgroups = cg
                     .open_join_files()
                     .map_err(|e| format!("joining the cgroups: {e}"))?;
+                plan.memory_cgroup = Some(
+                    cg.open_memory_join_file()
+                        .map_err(|e| format!("joining the cgroups: {e}"))?,
+                );
             }
             let s = spawn::start_init(&plan).map_err(|e| format!("starting the instance: {e}"))?;
             // Read while the init is surely alive: nothing else kills it
@@ -431,7 +436,8 @@ impl Inner {
         };
         // Without a channel, commands enter from the host: slower, same
         // confinement.
-        match checkfu_sandbox_hostexec::zygote::Channel::new(provider_end) {
+        let memory_cgroup = self.cgroup_version.is_some();
+        match checkfu_sandbox_hostexec::zygote::Channel::new(provider_end, memory_cgroup) {
             Ok(channel) => {
                 self.inits.lock().unwrap_or_else(|p| p.into_inner()).insert(
                     rec.instance_id.clone(),

@@ -103,6 +103,37 @@ impl Sandbox {
         )
     }
 
+    /// A second provider over the target's state directory and scope: it
+    /// did not start the instance's init, so its commands enter from the
+    /// host (decision 046).
+    pub fn other_provider(&self) -> LinuxProvider {
+        LinuxProvider::new(checkfu_sandbox_linux::LinuxConfig {
+            state_dir: self.target.state_dir().to_path_buf(),
+            scope: self.target.scope().to_owned(),
+            clock: std::sync::Arc::new(SystemClock),
+            workload_user: WorkloadUser::Root,
+        })
+        .expect("a second provider")
+    }
+
+    /// Copies the host file `probe` to `/tmp/<its name>` inside, mode
+    /// 755, through a command's stdin (writeFile is for instances not yet
+    /// active).
+    pub async fn stage(&self, probe: &std::path::Path) {
+        let name = probe.file_name().unwrap().to_str().unwrap();
+        let staged = self
+            .target
+            .linux_provider()
+            .execute(sh_command(
+                &self.id,
+                &format!("cat > /tmp/{name} && chmod 755 /tmp/{name}"),
+                Some(std::fs::read(probe).unwrap()),
+            ))
+            .await
+            .expect("stage the probe");
+        assert_eq!(staged.exit, ExitCause::ExitCode(0), "{staged:?}");
+    }
+
     /// Closes the target and checks that nothing of its scope is left.
     pub async fn close(self) {
         let scope = self.target.scope().to_owned();
@@ -158,4 +189,24 @@ pub fn sh_command(id: &str, script: &str, stdin: Option<Vec<u8>>) -> ExecuteRequ
             output_limit_bytes: 1 << 20,
         },
     }
+}
+
+/// `tests/probes/<name>.c`, built static with `cc` (the compiler Rust
+/// links with) into `dir`; its path.
+pub fn c_probe(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/probes/{name}.c"));
+    let out = dir.join(name);
+    let built = std::process::Command::new("cc")
+        .args(["-static", "-pthread", "-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("cc runs");
+    assert!(
+        built.status.success(),
+        "building the probe: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    out
 }
