@@ -54,8 +54,9 @@ pub struct Bounds {
     /// Per-stream bound in bytes; one byte more ends the command with
     /// `SandboxOutputLimitExceeded`.
     pub output_limit_bytes: u64,
-    /// Wall-clock bound from the spawn; past it the command is killed and
-    /// the result is `TimedOut` with the output read until then.
+    /// Wall-clock bound from the request (the start included); past it
+    /// the command is killed and the result is `TimedOut` with the output
+    /// read until then.
     pub timeout: Duration,
 }
 
@@ -86,7 +87,24 @@ pub async fn run(
     clock: &dyn Clock,
     started_at: Timestamp,
 ) -> Result<SandboxCommandResult, SandboxError> {
-    let mut child = match command.into().spawn(bounds.stdin.is_some()).await {
+    // The bound counts from the request: a command whose start is held
+    // up (an instance whose init is frozen or stopped never answers) ends
+    // as timed out too. Dropping a start through the workload's init
+    // leaves the exchange to its own task, which kills the command if it
+    // ever starts; a start from the host is a synchronous fork that
+    // cannot be interrupted.
+    let deadline = tokio::time::Instant::now() + bounds.timeout;
+    let spawned = tokio::time::timeout_at(deadline, command.into().spawn(bounds.stdin.is_some()));
+    let Ok(spawned) = spawned.await else {
+        return Ok(SandboxCommandResult {
+            exit: ExitCause::TimedOut,
+            stdout_base64: Bytes(Vec::new()),
+            stderr_base64: Bytes(Vec::new()),
+            started_at,
+            finished_at: clock.now().max(started_at),
+        });
+    };
+    let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
             return match spawn_failure(operation, executable, &e) {
@@ -137,7 +155,7 @@ pub async fn run(
         }
         Ok(Ok(child.wait().await?))
     };
-    let outcome = tokio::time::timeout(bounds.timeout, run).await;
+    let outcome = tokio::time::timeout_at(deadline, run).await;
     if let Some(t) = stdin_task {
         t.abort();
     }

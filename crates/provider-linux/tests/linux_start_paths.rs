@@ -204,3 +204,39 @@ async fn signals_reach_a_process_the_init_started() {
     }
     s.close().await;
 }
+
+/// execute's timeout counts from the request, the start included: an
+/// instance that cannot start the command (frozen here through its
+/// cgroup freezer, as an operator could; its init then never answers)
+/// gives `TimedOut` after the bound instead of holding the caller. Thawed,
+/// the instance runs commands again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_held_up_by_a_frozen_instance_times_out() {
+    use checkfu_sandbox_linux::cgroup::{self, FreezerSupport, InstanceCgroups};
+    const TEST: &str = "a_start_held_up_by_a_frozen_instance_times_out";
+    let Some(s) = Sandbox::start(TEST).await else {
+        return;
+    };
+    if let FreezerSupport::Unavailable(why) = FreezerSupport::probe_cached() {
+        checkfu_test_support::gate::skip_or_fail(TEST, &format!("no cgroup freezer: {why}"));
+        s.close().await;
+        return;
+    }
+    let version = cgroup::detect().expect("cgroups");
+    let groups = InstanceCgroups::new(version, s.target.scope(), &s.id);
+    groups.freeze().expect("freeze");
+    let mut request = common::sandbox::sh_command(&s.id, "echo never", None);
+    request.command.timeout_seconds = 1;
+    // A guard against the hang this test is about, not a timing check.
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        s.target.linux_provider().execute(request),
+    )
+    .await;
+    groups.thaw().expect("thaw");
+    let r = r.expect("execute returned").expect("a result");
+    assert_eq!(r.exit, ExitCause::TimedOut, "{r:?}");
+    assert!(r.stdout_base64.0.is_empty(), "{r:?}");
+    assert_eq!(s.sh("echo alive").await.1, "alive\n");
+    s.close().await;
+}
