@@ -318,7 +318,7 @@ pub fn spawn_failure(operation: Operation, executable: &str, e: &std::io::Error)
         return SpawnFailure::Provider(provider_error(
             operation,
             format!(
-                "entering the instance failed at {}: {}{hint}",
+                "starting the command in the instance failed at {}: {}{hint}",
                 crate::enter::enter_step_name(step),
                 std::io::Error::from_raw_os_error(errno)
             ),
