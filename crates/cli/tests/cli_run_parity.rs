@@ -280,3 +280,31 @@ fn a_workload_over_its_memory_limit_is_killed_not_the_run_everywhere() {
         assert!(killed > 0, "{}: the limit was not enforced", s.name);
     });
 }
+
+/// `--pids N` counts the workload's own processes on every provider: no
+/// supervisor of the Linux provider or the Docker host path, nor the
+/// Docker container's keeper, takes one of them (decision 049).
+#[test]
+fn the_pids_limit_counts_the_workloads_processes_everywhere() {
+    on_every_provider("parity_pids", |s| {
+        if s.name == "memory" {
+            eprintln!("memory: the oracle runs no processes and enforces no pids limit");
+            return;
+        }
+        let script = "echo ran; sleep 0 & wait && echo forked";
+        // One process: the shell runs, its fork is refused.
+        let o = s.run(&["--pids", "1", "--", "sh", "-c", script]);
+        assert_eq!(code(&o), 2, "{}: {}", s.name, describe(&o));
+        assert_eq!(stdout(&o), "ran\n", "{}: {}", s.name, describe(&o));
+        assert!(
+            stderr(&o).contains("can't fork"),
+            "{}: {}",
+            s.name,
+            describe(&o)
+        );
+        // Two: the shell and one child.
+        let o = s.run(&["--pids", "2", "--", "sh", "-c", script]);
+        assert_eq!(code(&o), 0, "{}: {}", s.name, describe(&o));
+        assert_eq!(stdout(&o), "ran\nforked\n", "{}: {}", s.name, describe(&o));
+    });
+}

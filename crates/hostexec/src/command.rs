@@ -35,15 +35,16 @@ pub struct Target {
     /// `/proc/<pid 1>/root`, where the command is `chroot`ed.
     pub root: OwnedFd,
     /// `cgroup.procs` (or v1 `tasks`) files, open for writing, joined
-    /// before any namespace is entered; never the group that holds the
-    /// memory limit.
+    /// by the command's supervisor before any namespace is entered; never
+    /// the groups that hold the memory and pids limits.
     pub cgroups: Vec<OwnedFd>,
-    /// The join file of the group that holds the memory limit (v1
-    /// `memory`, v2 the one group), which the command joins itself just
-    /// before its `execve`, while the OOM killer still passes it over:
-    /// no supervisor is ever in it, so the OOM killer weighs only the
-    /// workload's own memory there (decision 049).
-    pub memory_cgroup: Option<OwnedFd>,
+    /// The join files of the groups that hold the memory and pids limits
+    /// (v1 `memory` and `pids`, v2 the one group; at most two), which the
+    /// command joins itself just before its `execve`, while the OOM killer
+    /// still passes it over. No supervisor is ever in them: the OOM killer
+    /// weighs only the workload's own memory there, and the pids limit
+    /// counts only the workload's processes (decision 049).
+    pub command_cgroups: Vec<OwnedFd>,
     /// The user the command runs as.
     pub credentials: Credentials,
     /// Seccomp filters, oldest first, installed after `no_new_privs`.
@@ -168,15 +169,24 @@ pub fn prepare(
         namespaces,
         root,
         cgroups,
-        memory_cgroup,
+        command_cgroups,
         credentials,
         filters,
     } = target;
+    if command_cgroups.len() > 2 {
+        return Err(provider_error(
+            operation,
+            format!(
+                "{} cgroups for the command to join itself: at most two (memory and pids)",
+                command_cgroups.len()
+            ),
+        ));
+    }
     let plan = EnterPlan {
         namespaces,
         root,
         cgroups,
-        memory_cgroup,
+        command_cgroups,
         confine: Confinement::new(working, working_directory, credentials, filters),
         exec: Some(program),
     };
@@ -308,17 +318,12 @@ pub fn spawn_failure(operation: Operation, executable: &str, e: &std::io::Error)
     if raw >= ENTER_FAILURE_BASE {
         let step = (raw - ENTER_FAILURE_BASE) / 1000;
         let errno = (raw - ENTER_FAILURE_BASE) % 1000;
-        // A fork refused with EAGAIN inside the workload's cgroups is its
-        // pids limit: the command's two supervisors count against it.
-        let hint = if errno == libc::EAGAIN {
-            " (the workload's pids limit leaves no room for the command and its supervisors)"
-        } else {
-            ""
-        };
+        // The supervisors stand outside the workload's pids limit
+        // (decision 049): a refused fork is the host's.
         return SpawnFailure::Provider(provider_error(
             operation,
             format!(
-                "starting the command in the instance failed at {}: {}{hint}",
+                "starting the command in the instance failed at {}: {}",
                 crate::enter::enter_step_name(step),
                 std::io::Error::from_raw_os_error(errno)
             ),

@@ -99,8 +99,9 @@ pub(crate) struct EnterPlan {
     pub(crate) root: OwnedFd,
     /// `cgroup.procs` (or `tasks`) files C' joins.
     pub(crate) cgroups: Vec<OwnedFd>,
-    /// The memory group's join file, which G'' joins (decision 049).
-    pub(crate) memory_cgroup: Option<OwnedFd>,
+    /// The memory and pids groups' join files (at most two), which G''
+    /// joins (decision 049).
+    pub(crate) command_cgroups: Vec<OwnedFd>,
     /// Where the command starts, whom it runs as, its filters.
     pub(crate) confine: Confinement,
     /// The program to exec (its own `execve` and `PATH` lookup,
@@ -128,7 +129,7 @@ pub(crate) fn enter_step_name(step: i32) -> &'static str {
         7 => "dropping capabilities",
         8 => "no_new_privs",
         9 => "the seccomp filter",
-        10 => "joining the instance's memory cgroup",
+        10 => "joining the instance's memory and pids cgroups",
         _ => "an unknown step",
     }
 }
@@ -250,10 +251,10 @@ pub(crate) struct Chain<'a> {
     pub(crate) status: RawFd,
     /// The stacks of G' and G''.
     pub(crate) stacks: [*mut libc::c_void; 2],
-    /// A cgroup join file G'' writes itself into first, while it is
-    /// still a `vfork` child (the memory group of an instance whose init
-    /// stays out of it, decision 049); -1 for none.
-    pub(crate) join: RawFd,
+    /// Cgroup join files G'' writes itself into first, while it is still
+    /// a `vfork` child (the memory and pids groups, which no supervisor
+    /// joins, decision 049); -1 for none.
+    pub(crate) join: [RawFd; 2],
 }
 
 /// Reports a failure code on the launch pipe and ends the process.
@@ -381,8 +382,10 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
         // child that still shares its parent's address space): once it
         // has exec'd, the program and everything it forks are charged to
         // the group and weighed by their own memory.
-        if chain.join >= 0 && libc::write(chain.join, b"0\n".as_ptr().cast(), 2) < 0 {
-            fail(chain.launch, enter_code(10));
+        for &fd in &chain.join {
+            if fd >= 0 && libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
+                fail(chain.launch, enter_code(10));
+            }
         }
         // Until its `execve` this process shares the address space of its
         // supervisors, which is the provider's own on the path through
@@ -540,7 +543,7 @@ pub(crate) fn enter(plan: &EnterPlan) -> io::Result<()> {
             status: -1,
             stacks: [stack(1), stack(2)],
             // C' joined the others before it entered.
-            join: plan.memory_cgroup.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            join: [0, 1].map(|i| plan.command_cgroups.get(i).map_or(-1, AsRawFd::as_raw_fd)),
         };
         let g1 = clone_vm(
             supervisor_main,

@@ -60,12 +60,13 @@ use crate::running::{Running, Started};
 pub const INIT_SOCKET: RawFd = 3;
 /// The descriptor of the init's `signalfd` for `SIGCHLD` (non-blocking).
 pub const INIT_SIGNALS: RawFd = 4;
-/// The descriptor of the join file of the instance's memory cgroup, which
-/// the init holds (closed where it has none) and each command writes
-/// itself into before it drops its privileges: the init, which shares the
-/// provider's address space, stays out of that group, so that the OOM
-/// killer never weighs the provider's memory there (decision 049).
-pub const INIT_MEMORY_CGROUP: RawFd = 5;
+/// The descriptors of the join files of the instance's memory and pids
+/// cgroups, which the init holds (closed where it has none) and each
+/// command writes itself into before it drops its privileges. The init,
+/// which shares the provider's address space, stays out of those groups:
+/// the OOM killer never weighs the provider's memory there, and the
+/// workload's pids limit counts only its own processes (decision 049).
+pub const INIT_COMMAND_CGROUPS: [RawFd; 2] = [5, 6];
 /// Where the init puts a request's five descriptors (stdin, stdout,
 /// stderr, launch, status) before it clones G', which finds them there.
 const SLOTS: [RawFd; 5] = [10, 11, 12, 13, 14];
@@ -76,8 +77,8 @@ pub struct Launch {
     confine: Confinement,
     exec: ProgramPlan,
     stacks: Stacks,
-    /// [`INIT_MEMORY_CGROUP`] when the init holds it, else -1.
-    join: RawFd,
+    /// The [`INIT_COMMAND_CGROUPS`] the init holds, -1 for the rest.
+    join: [RawFd; 2],
 }
 
 impl std::fmt::Debug for Launch {
@@ -93,17 +94,15 @@ impl Launch {
     pub(crate) fn new(
         confine: Confinement,
         exec: ProgramPlan,
-        join_memory_cgroup: bool,
+        command_cgroups: usize,
     ) -> io::Result<Box<Launch>> {
+        let mut join = [-1; 2];
+        join[..command_cgroups].copy_from_slice(&INIT_COMMAND_CGROUPS[..command_cgroups]);
         Ok(Box::new(Launch {
             confine,
             exec,
             stacks: Stacks::new()?,
-            join: if join_memory_cgroup {
-                INIT_MEMORY_CGROUP
-            } else {
-                -1
-            },
+            join,
         }))
     }
 }
@@ -147,8 +146,8 @@ impl Drop for Stacks {
 pub struct Channel {
     socket: AsyncFd<OwnedFd>,
     turn: tokio::sync::Mutex<()>,
-    /// Whether the init holds [`INIT_MEMORY_CGROUP`].
-    memory_cgroup: bool,
+    /// How many of [`INIT_COMMAND_CGROUPS`] the init holds.
+    command_cgroups: usize,
 }
 
 /// A connected pair of request sockets: (the provider's end, the init's
@@ -176,14 +175,14 @@ impl Channel {
     ///
     /// Making it non-blocking or registering it failed.
     ///
-    /// `memory_cgroup`: whether the init holds [`INIT_MEMORY_CGROUP`],
-    /// which every command then joins.
-    pub fn new(provider_end: OwnedFd, memory_cgroup: bool) -> io::Result<Channel> {
+    /// `command_cgroups`: how many of [`INIT_COMMAND_CGROUPS`] the init
+    /// holds (at most two), which every command then joins.
+    pub fn new(provider_end: OwnedFd, command_cgroups: usize) -> io::Result<Channel> {
         set_nonblocking(provider_end.as_fd())?;
         Ok(Channel {
             socket: register(provider_end, Interest::READABLE | Interest::WRITABLE)?,
             turn: tokio::sync::Mutex::new(()),
-            memory_cgroup,
+            command_cgroups: command_cgroups.min(INIT_COMMAND_CGROUPS.len()),
         })
     }
 
@@ -385,7 +384,7 @@ impl Request {
         exec: ProgramPlan,
     ) -> io::Result<Request> {
         let confine = Confinement::new(working, working_directory, credentials, filters);
-        let join = channel.memory_cgroup;
+        let join = channel.command_cgroups;
         Ok(Request {
             channel,
             launch: Launch::new(confine, exec, join)?,
@@ -538,13 +537,13 @@ fn reply(sock: BorrowedFd<'_>, code: i32, pidfd: RawFd) {
 }
 
 /// Closes every descriptor of the init but [`INIT_SOCKET`],
-/// [`INIT_SIGNALS`] and [`INIT_MEMORY_CGROUP`].
+/// [`INIT_SIGNALS`] and [`INIT_COMMAND_CGROUPS`].
 pub fn close_all_but_own() {
     // SAFETY: close_range only closes descriptors; it cannot fail for
     // these ranges, so it writes no `errno`.
     unsafe {
         libc::syscall(libc::SYS_close_range, 0u32, 2u32, 0u32);
-        libc::syscall(libc::SYS_close_range, 6u32, u32::MAX, 0u32);
+        libc::syscall(libc::SYS_close_range, 7u32, u32::MAX, 0u32);
     }
 }
 
@@ -560,10 +559,10 @@ extern "C" fn g1_main(arg: *mut libc::c_void) -> libc::c_int {
         for (i, &slot) in SLOTS[..3].iter().enumerate() {
             libc::dup2(slot, i as RawFd);
         }
-        // The init's socket and signalfd; the memory group's join file
-        // stays for G''.
+        // The init's socket and signalfd; the join files of the groups
+        // G'' joins stay.
         libc::syscall(libc::SYS_close_range, 3u32, 4u32, 0u32);
-        libc::syscall(libc::SYS_close_range, 6u32, (SLOTS[3] - 1) as u32, 0u32);
+        libc::syscall(libc::SYS_close_range, 7u32, (SLOTS[3] - 1) as u32, 0u32);
         libc::syscall(libc::SYS_close_range, (SLOTS[4] + 1) as u32, u32::MAX, 0u32);
     }
     let chain = Chain {
@@ -579,15 +578,19 @@ extern "C" fn g1_main(arg: *mut libc::c_void) -> libc::c_int {
 
 /// Moves the init's request socket to [`INIT_SOCKET`], a new
 /// non-blocking `signalfd` for `SIGCHLD` to [`INIT_SIGNALS`] and
-/// `memory_cgroup` (the memory group's join file, -1 for none) to
-/// [`INIT_MEMORY_CGROUP`]; `keep` (the init's readiness pipe) is moved
+/// `command_cgroups` (the join files of the memory and pids groups, at
+/// most two) to [`INIT_COMMAND_CGROUPS`]; `keep` (the init's readiness pipe) is moved
 /// out of their way and returned. For the init before it reports
 /// readiness, with `SIGCHLD` already blocked.
 ///
 /// # Errors
 ///
 /// The `errno` of the failing call.
-pub fn init_descriptors(socket: RawFd, keep: RawFd, memory_cgroup: RawFd) -> Result<RawFd, i32> {
+pub fn init_descriptors(
+    socket: RawFd,
+    keep: RawFd,
+    command_cgroups: &[RawFd],
+) -> Result<RawFd, i32> {
     // SAFETY: descriptor moves in the calling process's own table.
     unsafe {
         let moved = |fd: RawFd| {
@@ -600,11 +603,10 @@ pub fn init_descriptors(socket: RawFd, keep: RawFd, memory_cgroup: RawFd) -> Res
         };
         let keep = moved(keep)?;
         let socket = moved(socket)?;
-        let memory_cgroup = if memory_cgroup >= 0 {
-            moved(memory_cgroup)?
-        } else {
-            -1
-        };
+        let mut joins = [-1; 2];
+        for (slot, &fd) in joins.iter_mut().zip(command_cgroups) {
+            *slot = moved(fd)?;
+        }
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGCHLD);
@@ -618,12 +620,14 @@ pub fn init_descriptors(socket: RawFd, keep: RawFd, memory_cgroup: RawFd) -> Res
         {
             return Err(crate::sys::errno());
         }
-        // Whatever the slot held before (a descriptor of the provider's
+        // Whatever a slot held before (a descriptor of the provider's
         // table) must not stay there.
-        if memory_cgroup < 0 {
-            libc::close(INIT_MEMORY_CGROUP);
-        } else if libc::dup3(memory_cgroup, INIT_MEMORY_CGROUP, libc::O_CLOEXEC) < 0 {
-            return Err(crate::sys::errno());
+        for (&fd, &slot) in joins.iter().zip(INIT_COMMAND_CGROUPS.iter()) {
+            if fd < 0 {
+                libc::close(slot);
+            } else if libc::dup3(fd, slot, libc::O_CLOEXEC) < 0 {
+                return Err(crate::sys::errno());
+            }
         }
         Ok(keep)
     }
@@ -635,10 +639,13 @@ mod tests {
 
     #[test]
     fn the_slots_are_distinct_and_above_the_inits_own_descriptors() {
-        assert!(SLOTS.iter().all(|&s| s > INIT_MEMORY_CGROUP));
+        assert!(SLOTS.iter().all(|&s| s > INIT_COMMAND_CGROUPS[1]));
         assert!(SLOTS.windows(2).all(|w| w[0] < w[1]));
-        // `close_all_but_own` keeps exactly these three.
-        assert_eq!((INIT_SOCKET, INIT_SIGNALS, INIT_MEMORY_CGROUP), (3, 4, 5));
+        // `close_all_but_own` keeps exactly these four.
+        assert_eq!(
+            (INIT_SOCKET, INIT_SIGNALS, INIT_COMMAND_CGROUPS),
+            (3, 4, [5, 6])
+        );
     }
 
     #[test]

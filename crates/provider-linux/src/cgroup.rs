@@ -9,8 +9,8 @@
 //! Every command joins each of them before it runs anything of the
 //! workload; the instance's init and the commands' supervisors, which
 //! share an address space with the provider or a copy of it, join every
-//! one but the group that holds the memory limit (decision 049). The
-//! directories are removed when the instance is destroyed
+//! one but the groups that hold the memory and pids limits (decision
+//! 049). The directories are removed when the instance is destroyed
 //! (after its processes are gone: a cgroup with members cannot be removed).
 
 // Everything here is a cgroup file of the host's kernel, never a workload
@@ -30,8 +30,8 @@ pub const CGROUP_PARENT: &str = "checkfu-linux";
 /// The CFS period used for CPU quotas, in microseconds.
 pub const CPU_PERIOD_MICROS: u64 = 100_000;
 /// The v1 controllers every instance joins (the freezer too where
-/// [`FreezerSupport`] found it); `memory` first, the one group an
-/// instance's init stays out of.
+/// [`FreezerSupport`] found it); `memory` and `pids` first, the groups an
+/// instance's supervisors stay out of.
 pub const V1_CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
 /// The v1 freezer hierarchy's directory under [`CGROUP_ROOT`].
 pub const V1_FREEZER: &str = "freezer";
@@ -378,8 +378,9 @@ impl InstanceCgroups {
 
     /// The files through which the instance's supervisors (its init, and
     /// each command's host-side supervisor) join the groups, open for
-    /// writing: every group but the one that holds the memory limit (on
-    /// cgroup v2, where one group holds every limit, none). Writing `0`
+    /// writing: every group but those that hold the memory and pids
+    /// limits (on cgroup v2, where one group holds every limit, none).
+    /// Writing `0`
     /// moves the writing thread into the group; the writer must be
     /// single-threaded (a freshly forked child is), so that moving its
     /// thread moves the whole process.
@@ -389,8 +390,10 @@ impl InstanceCgroups {
     /// of its address space and, when it picks one, kills every process
     /// that shares that address space. The init shares the provider's
     /// (decision 043): as a member, a workload over its memory limit had
-    /// the provider killed. Each command joins the memory group itself
-    /// ([`InstanceCgroups::open_memory_join_file`], decision 049).
+    /// the provider killed. They stay out of the pids group so that the
+    /// limit counts the workload's processes alone. Each command joins
+    /// those groups itself ([`InstanceCgroups::open_command_join_files`],
+    /// decision 049).
     ///
     /// On cgroup v1 these are the `tasks` files: the kernel moves the one
     /// thread under `cgroup_mutex` alone, where a write to `cgroup.procs`
@@ -404,8 +407,8 @@ impl InstanceCgroups {
     /// The first file that cannot be opened, with its path.
     pub fn open_join_files(&self) -> io::Result<Vec<std::os::fd::OwnedFd>> {
         match self.version {
-            // `memory` comes first in `V1_CONTROLLERS`.
-            CgroupVersion::V1 => self.dirs[1..]
+            // `memory` and `pids` come first in `V1_CONTROLLERS`.
+            CgroupVersion::V1 => self.dirs[2..]
                 .iter()
                 .map(|d| self.open_join_file(d))
                 .collect(),
@@ -413,17 +416,24 @@ impl InstanceCgroups {
         }
     }
 
-    /// The join file of the group that holds the memory limit (v1
-    /// `memory/.../tasks`, v2 the instance's `cgroup.procs`), which each
-    /// command writes itself into just before its `execve`, while it is
-    /// still a `vfork` child that the OOM killer passes over (decision
-    /// 049).
+    /// The join files of the groups that hold the memory and pids limits
+    /// (v1 `memory/.../tasks` and `pids/.../tasks`, v2 the instance's
+    /// `cgroup.procs`), which each command writes itself into just before
+    /// its `execve`, while it is still a `vfork` child that the OOM
+    /// killer passes over (decision 049).
     ///
     /// # Errors
     ///
-    /// The file cannot be opened, with its path.
-    pub fn open_memory_join_file(&self) -> io::Result<std::os::fd::OwnedFd> {
-        self.open_join_file(&self.dirs[0])
+    /// The first file that cannot be opened, with its path.
+    pub fn open_command_join_files(&self) -> io::Result<Vec<std::os::fd::OwnedFd>> {
+        let n = match self.version {
+            CgroupVersion::V1 => 2,
+            CgroupVersion::V2 => 1,
+        };
+        self.dirs[..n]
+            .iter()
+            .map(|d| self.open_join_file(d))
+            .collect()
     }
 
     fn open_join_file(&self, dir: &Path) -> io::Result<std::os::fd::OwnedFd> {

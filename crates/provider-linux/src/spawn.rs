@@ -126,11 +126,11 @@ pub(crate) struct InitPlan {
     pub(crate) dev_null: CString,
     pub(crate) hostname: CString,
     /// `cgroup.procs` (or `tasks`) files the init joins, open for
-    /// writing: every instance group but the memory group.
+    /// writing: every instance group but the memory and pids groups.
     pub(crate) cgroups: Vec<OwnedFd>,
-    /// The memory group's join file, which the init keeps for each
-    /// command to join (decision 049); `None` without cgroups.
-    pub(crate) memory_cgroup: Option<OwnedFd>,
+    /// The memory and pids groups' join files, which the init keeps for
+    /// each command to join (decision 049); empty without cgroups.
+    pub(crate) command_cgroups: Vec<OwnedFd>,
     /// The init's end of its request socket
     /// ([`checkfu_sandbox_hostexec::zygote`]).
     pub(crate) requests: Option<OwnedFd>,
@@ -578,8 +578,12 @@ fn init_child(plan: &InitPlan, cgroups: &[RawFd], wfd: RawFd, requests: RawFd) -
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
-        let memory_cgroup = plan.memory_cgroup.as_ref().map_or(-1, AsRawFd::as_raw_fd);
-        let wfd = match zygote::init_descriptors(requests, wfd, memory_cgroup) {
+        let mut joins = [-1; 2];
+        for (slot, fd) in joins.iter_mut().zip(&plan.command_cgroups) {
+            *slot = fd.as_raw_fd();
+        }
+        let count = plan.command_cgroups.len().min(joins.len());
+        let wfd = match zygote::init_descriptors(requests, wfd, &joins[..count]) {
             Ok(moved) => moved,
             Err(_) => g_fail(wfd, 16),
         };

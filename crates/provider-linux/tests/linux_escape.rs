@@ -239,7 +239,9 @@ async fn cgroup_limits_hold_the_workload() {
         .and_then(|l| l.parse().ok())
         .unwrap_or_else(|| panic!("exit {code}: {out} / {}", &err[..err.len().min(2000)]));
     assert!(n > 8, "the bomb started processes: {out}");
-    assert!(n <= 64, "{n} processes under a limit of 64");
+    // The instance's init and the command's supervisor are visible too;
+    // the limit does not count them (decision 049).
+    assert!(n <= 64 + 2, "{n} processes visible under a limit of 64");
     // memory: 128 MiB; holding 256 MiB (sort keeps its input) is killed
     // (the host has no swap to spill into; with swap the limit would
     // still hold, more slowly).

@@ -107,7 +107,7 @@ pub struct RunArgs {
     /// Bound on each of stdout and stderr, in bytes (at most 16 MiB; not with --prompt).
     #[arg(long = "output-limit", value_name = "BYTES", default_value_t = MAX_OUTPUT_LIMIT_BYTES, conflicts_with = "prompt", value_parser = clap::value_parser!(u64).range(..=MAX_OUTPUT_LIMIT_BYTES))]
     pub output_limit: u64,
-    /// Most processes in the sandbox (default 1024 where the provider enforces a limit).
+    /// Most processes of the workload at once, the command included (default 1024 where the provider enforces a limit; the provider's own supervisors are not counted).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub pids: Option<u32>,
     /// Memory limit: bytes, or N with a K, M, G or T suffix (powers of 1024), e.g. 512M.

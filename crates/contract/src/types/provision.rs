@@ -147,7 +147,8 @@ pub struct Resources {
     /// Memory in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
-    /// Most processes.
+    /// Most processes of the workload at once (a provider's own supervising
+    /// processes, which run no workload code, are not counted; decision 049).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids: Option<u32>,
     /// Disk in bytes.

@@ -26,6 +26,12 @@ pub const INIT_COMMAND: [&str; 3] = [
     "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait; done",
 ];
 
+/// Processes of [`INIT_COMMAND`] (the shell and its `sleep`), added to a
+/// container's pids limit so that the limit counts the workload's own
+/// processes, as on the Linux provider, whose supervisors stand outside
+/// the limit (decision 049).
+pub const INIT_PROCESSES: i64 = 2;
+
 /// A host directory bind-mounted into a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BindMount {

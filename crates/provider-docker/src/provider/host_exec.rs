@@ -226,15 +226,16 @@ fn confinement(status: &str) -> Result<(Credentials, usize), String> {
 /// The join files (v1 `tasks`, v2 `cgroup.procs`) of a process's cgroups.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct CgroupJoin {
-    /// Every hierarchy's but the memory group's, joined by the command's
-    /// host-side supervisor before it enters.
+    /// Every hierarchy's but the memory and pids groups', joined by the
+    /// command's host-side supervisor before it enters.
     supervisor: Vec<PathBuf>,
-    /// The group that holds the memory limit (the v1 hierarchy with the
-    /// `memory` controller, else the v2 group), which the command joins
-    /// itself just before its `execve` (decision 049): the OOM killer
-    /// then never weighs a supervisor, whose address space is a copy of
-    /// the provider's.
-    memory: Option<PathBuf>,
+    /// The groups that hold the memory and pids limits (the v1
+    /// hierarchies with the `memory` or `pids` controller, or else the v2
+    /// group), which the command joins itself just before its `execve`
+    /// (decision 049): the OOM killer then never weighs a supervisor,
+    /// whose address space is a copy of the provider's, and the pids
+    /// limit counts the container's own processes.
+    command: Vec<PathBuf>,
 }
 
 /// The files through which a command joins the cgroups of
@@ -257,7 +258,7 @@ fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<Cgr
         .filter(|(t, ..)| *t == "cgroup" || *t == "cgroup2")
         .collect();
     let mut files = Vec::new();
-    let (mut v1_memory, mut v2) = (None, None);
+    let (mut v1_limits, mut v2) = (Vec::new(), None);
     let mut named = false;
     for line in cgroup.lines().filter(|l| !l.is_empty()) {
         let mut parts = line.splitn(3, ':');
@@ -291,8 +292,8 @@ fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<Cgr
         } else {
             "tasks"
         };
-        if controllers.split(',').any(|c| c == "memory") {
-            v1_memory = Some(files.len());
+        if controllers.split(',').any(|c| c == "memory" || c == "pids") {
+            v1_limits.push(files.len());
         } else if controllers.is_empty() {
             v2 = Some(files.len());
         }
@@ -307,10 +308,24 @@ fn cgroup_procs(cgroup: &str, mountinfo: &str, container_id: &str) -> Result<Cgr
             "the init's cgroups do not name container {container_id}: not a container of this machine"
         ));
     }
-    let memory = v1_memory.or(v2).map(|i| files.remove(i));
+    // On a hybrid host (v1 controllers beside an empty v2 tree) the
+    // limits are the v1 hierarchies'; on a v2 host, the one group's.
+    let limits: Vec<usize> = if v1_limits.is_empty() {
+        v2.into_iter().collect()
+    } else {
+        v1_limits
+    };
+    let (mut command, mut supervisor) = (Vec::new(), Vec::new());
+    for (i, file) in files.into_iter().enumerate() {
+        if limits.contains(&i) {
+            command.push(file);
+        } else {
+            supervisor.push(file);
+        }
+    }
     Ok(CgroupJoin {
-        supervisor: files,
-        memory,
+        supervisor,
+        command,
     })
 }
 
@@ -486,12 +501,12 @@ impl Inner {
             .map(open)
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| io("opening the container's cgroups", e))?;
-        let memory_cgroup = target
+        let command_cgroups = target
             .cgroups
-            .memory
-            .as_ref()
+            .command
+            .iter()
             .map(open)
-            .transpose()
+            .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| io("opening the container's cgroups", e))?;
         // Opened while the pid named the captured process: these are its.
         if start_ticks(target.pid) != Some(target.start_ticks) {
@@ -510,7 +525,7 @@ impl Inner {
                 namespaces,
                 root,
                 cgroups,
-                memory_cgroup,
+                command_cgroups,
                 credentials: target.credentials.clone(),
                 filters: target.filters.clone(),
             },
@@ -558,18 +573,25 @@ NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n";
     fn cgroups_map_onto_their_mounts_and_must_name_the_container() {
         let mountinfo =
             "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+36 31 0:33 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n\
+37 31 0:34 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n\
 40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd\n\
 41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
-        let cgroup = "4:memory:/docker/abc\n1:name=systemd:/docker/abc\n0::/docker/abc\n";
+        let cgroup = "4:memory:/docker/abc\n5:pids:/docker/abc\n6:cpu:/docker/abc\n\
+1:name=systemd:/docker/abc\n0::/docker/abc\n";
         let files = cgroup_procs(cgroup, mountinfo, "abc").unwrap();
         assert_eq!(
             files,
             CgroupJoin {
                 supervisor: vec![
+                    PathBuf::from("/sys/fs/cgroup/cpu/docker/abc/tasks"),
                     PathBuf::from("/sys/fs/cgroup/systemd/docker/abc/tasks"),
                     PathBuf::from("/sys/fs/cgroup/unified/docker/abc/cgroup.procs"),
                 ],
-                memory: Some(PathBuf::from("/sys/fs/cgroup/memory/docker/abc/tasks")),
+                command: vec![
+                    PathBuf::from("/sys/fs/cgroup/memory/docker/abc/tasks"),
+                    PathBuf::from("/sys/fs/cgroup/pids/docker/abc/tasks"),
+                ],
             }
         );
         // Unified only: the one group holds the memory limit.
@@ -578,15 +600,15 @@ NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n";
             cgroup_procs("0::/system.slice/docker-abc.scope\n", v2, "abc").unwrap(),
             CgroupJoin {
                 supervisor: vec![],
-                memory: Some(PathBuf::from(
+                command: vec![PathBuf::from(
                     "/sys/fs/cgroup/system.slice/docker-abc.scope/cgroup.procs"
-                )),
+                )],
             }
         );
         assert!(cgroup_procs(cgroup, mountinfo, "other")
             .unwrap_err()
             .contains("not a container of this machine"));
-        assert!(cgroup_procs("5:pids:/docker/abc\n", mountinfo, "abc")
+        assert!(cgroup_procs("7:blkio:/docker/abc\n", mountinfo, "abc")
             .unwrap_err()
             .contains("not mounted"));
     }

@@ -125,7 +125,7 @@ impl Inner {
             memory_bytes: res
                 .memory_bytes
                 .map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
-            pids_limit: res.pids.map(i64::from),
+            pids_limit: res.pids.map(|n| i64::from(n) + daemon::INIT_PROCESSES),
             nano_cpus: res.cpu_millis.map(|c| i64::from(c) * 1_000_000),
             command: None,
             network_mode: None,

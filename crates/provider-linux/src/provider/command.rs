@@ -75,21 +75,21 @@ impl Inner {
             .map_err(|e| io("opening the instance's namespaces", e))?;
         let root =
             hostexec::open_root(init.pid).map_err(|e| io("opening the instance's root", e))?;
-        let (cgroups, memory_cgroup) = match self.cgroup_version {
+        let (cgroups, command_cgroups) = match self.cgroup_version {
             Some(v) => {
                 let groups = InstanceCgroups::new(v, &self.scope, &rec.instance_id);
                 let opened = groups
                     .open_join_files()
-                    .and_then(|c| Ok((c, Some(groups.open_memory_join_file()?))));
+                    .and_then(|c| Ok((c, groups.open_command_join_files()?)));
                 opened.map_err(|e| io("opening the instance's cgroups", e))?
             }
-            None => (Vec::new(), None),
+            None => (Vec::new(), Vec::new()),
         };
         let target = Target {
             namespaces,
             root,
             cgroups,
-            memory_cgroup,
+            command_cgroups,
             credentials,
             filters: self.seccomp.to_vec(),
         };

@@ -371,7 +371,7 @@ impl Inner {
             dev_null: c"/dev/null".to_owned(),
             hostname: CString::new(INSTANCE_HOSTNAME).expect("no NUL"),
             cgroups: Vec::new(),
-            memory_cgroup: None,
+            command_cgroups: Vec::new(),
             requests: None,
             filters: self.seccomp,
         })
@@ -410,25 +410,28 @@ impl Inner {
                 plan.cgroups = cg
                     .open_join_files()
                     .map_err(|e| format!("joining the cgroups: {e}"))?;
-                plan.memory_cgroup = Some(
-                    cg.open_memory_join_file()
-                        .map_err(|e| format!("joining the cgroups: {e}"))?,
-                );
+                plan.command_cgroups = cg
+                    .open_command_join_files()
+                    .map_err(|e| format!("joining the cgroups: {e}"))?;
             }
+            let joins = plan.command_cgroups.len();
             let s = spawn::start_init(&plan).map_err(|e| format!("starting the instance: {e}"))?;
             // Read while the init is surely alive: nothing else kills it
             // before the record holds it.
             start_ticks(s.pid)
-                .map(|start_ticks| InitRecord {
-                    pid: s.pid,
-                    start_ticks,
+                .map(|start_ticks| {
+                    let init = InitRecord {
+                        pid: s.pid,
+                        start_ticks,
+                    };
+                    (init, joins)
                 })
                 .ok_or_else(|| format!("the instance's init (pid {}) exited at once", s.pid))
         })
         .await?
         .map_err(|m| provider_error(operation, m));
-        let init = match started {
-            Ok(init) => init,
+        let (init, command_cgroups) = match started {
+            Ok(started) => started,
             Err(e) => {
                 self.remove_cgroups(&rec.instance_id).await;
                 return Err(e);
@@ -436,8 +439,7 @@ impl Inner {
         };
         // Without a channel, commands enter from the host: slower, same
         // confinement.
-        let memory_cgroup = self.cgroup_version.is_some();
-        match checkfu_sandbox_hostexec::zygote::Channel::new(provider_end, memory_cgroup) {
+        match checkfu_sandbox_hostexec::zygote::Channel::new(provider_end, command_cgroups) {
             Ok(channel) => {
                 self.inits.lock().unwrap_or_else(|p| p.into_inner()).insert(
                     rec.instance_id.clone(),
