@@ -29,6 +29,15 @@ pub(crate) const LINUX_SIXTEEN: &str =
 pub(crate) const LINUX_DURABLE: &str =
     "11 linux durable round trip (release with snapshot, resume, read one file)";
 
+/// A row name of figure 11: what the file system alone costs per
+/// lifecycle (see [`instance_tree`]).
+pub(crate) const LINUX_FLOOR_TREE: &str =
+    "11 linux floor · an instance's directories and record made and removed";
+/// A row name of figure 11: what the cgroup file system alone costs per
+/// lifecycle.
+pub(crate) const LINUX_FLOOR_CGROUPS: &str =
+    "11 linux floor · an instance's cgroups made and removed";
+
 /// The row name of one phase of the cold start (`phase` from
 /// [`PHASES`]).
 pub(crate) fn phase_row(phase: &str) -> String {
@@ -39,6 +48,7 @@ pub(crate) fn phase_row(phase: &str) -> String {
 pub(crate) fn rows() -> Vec<String> {
     let mut rows: Vec<String> = [LINUX_COLD, LINUX_COLD_SAME].map(String::from).to_vec();
     rows.extend(PHASES.iter().map(|p| phase_row(p)));
+    rows.extend([LINUX_FLOOR_TREE, LINUX_FLOOR_CGROUPS].map(String::from));
     rows.extend([LINUX_READY, LINUX_WARM, LINUX_SIXTEEN, LINUX_DURABLE].map(String::from));
     rows
 }
@@ -73,6 +83,25 @@ async fn linux_bench() -> Result<Subject, String> {
         .map_err(fail("fixture"))?;
     let image = ImageReference::parse(&pinned).map_err(fail("fixture reference"))?;
     Subject::new(Arc::new(provider), "linux", image, clock, state)
+}
+
+/// The file-system work of one lifecycle and nothing else, as the
+/// provider lays an instance out (`docs/ARCHITECTURE.md`): its directory
+/// made under a temporary name with its record and renamed into place,
+/// `outputs`, `upper` and `work` (and the `work/work` overlayfs makes at
+/// mount), the record replaced once (activation), then all of it removed.
+fn instance_tree(dir: &std::path::Path) -> std::io::Result<()> {
+    let record = vec![b'x'; 1500];
+    let tmp = dir.with_extension("tmp");
+    std::fs::create_dir(&tmp)?;
+    std::fs::write(tmp.join("instance.json"), &record)?;
+    std::fs::rename(&tmp, dir)?;
+    for sub in ["outputs", "upper", "work", "work/work"] {
+        std::fs::create_dir(dir.join(sub))?;
+    }
+    std::fs::write(dir.join("instance.json.tmp"), &record)?;
+    std::fs::rename(dir.join("instance.json.tmp"), dir.join("instance.json"))?;
+    std::fs::remove_dir_all(dir)
 }
 
 /// provision + activate + execute `true` + release (ZDR), each phase's
@@ -151,6 +180,45 @@ pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), Str
         rows.push(Row {
             figure: phase_row(phase),
             ours: stat(phases.remove(phase).unwrap_or_default()),
+            baseline: None,
+        });
+    }
+
+    eprintln!("figure 11: linux floors (file system, cgroups)");
+    let floors = tempfile::tempdir().map_err(fail("floor dir"))?;
+    let mut n = 0;
+    let tree = time(reps(40), || {
+        n += 1;
+        let dir = floors.path().join(format!("i-{n}"));
+        async move { instance_tree(&dir).map_err(fail("instance tree")) }
+    })
+    .await?;
+    rows.push(Row {
+        figure: LINUX_FLOOR_TREE.into(),
+        ours: tree,
+        baseline: None,
+    });
+    if let Some(version) = checkfu_sandbox_linux::cgroup::detect() {
+        let scope = format!("bench-floor-{}", std::process::id());
+        let mut n = 0;
+        let groups = time(reps(40), || {
+            n += 1;
+            let g = checkfu_sandbox_linux::cgroup::InstanceCgroups::new(
+                version,
+                &scope,
+                &format!("i-{n}"),
+            );
+            async move {
+                g.create(&Resources::default())
+                    .and_then(|()| g.remove())
+                    .map_err(fail("cgroups"))
+            }
+        })
+        .await;
+        checkfu_sandbox_linux::cgroup::remove_scope_dirs(version, &scope);
+        rows.push(Row {
+            figure: LINUX_FLOOR_CGROUPS.into(),
+            ours: groups?,
             baseline: None,
         });
     }
