@@ -278,6 +278,14 @@ fn a_workload_over_its_memory_limit_is_killed_not_the_run_everywhere() {
             .and_then(|k| k.parse().ok())
             .unwrap_or_else(|| panic!("{}: {}", s.name, describe(&o)));
         assert!(killed > 0, "{}: the limit was not enforced", s.name);
+        // A limit no program starts in is refused up front, alike (the
+        // Docker daemon's floor, 6 MiB).
+        let o = s.run(&["--memory", "64K", "--", "true"]);
+        assert_one_line_failure(
+            &o,
+            125,
+            &["invalid_request", "profile.resources.memory_bytes", "65536"],
+        );
     });
 }
 
@@ -306,5 +314,12 @@ fn the_pids_limit_counts_the_workloads_processes_everywhere() {
         let o = s.run(&["--pids", "2", "--", "sh", "-c", script]);
         assert_eq!(code(&o), 0, "{}: {}", s.name, describe(&o));
         assert_eq!(stdout(&o), "ran\nforked\n", "{}: {}", s.name, describe(&o));
+        // More than the kernel's largest limit is refused up front, alike.
+        let o = s.run(&["--pids", "4194305", "--", "true"]);
+        assert_one_line_failure(
+            &o,
+            125,
+            &["invalid_request", "profile.resources.pids", "4194305"],
+        );
     });
 }

@@ -88,11 +88,10 @@ pub async fn run(
     started_at: Timestamp,
 ) -> Result<SandboxCommandResult, SandboxError> {
     // The bound counts from the request: a command whose start is held
-    // up (an instance whose init is frozen or stopped never answers) ends
-    // as timed out too. Dropping a start through the workload's init
-    // leaves the exchange to its own task, which kills the command if it
-    // ever starts; a start from the host is a synchronous fork that
-    // cannot be interrupted.
+    // up (a frozen or stopped instance) ends as timed out too. A start
+    // given up goes on in its own task (the exchange with the workload's
+    // init, or the host path's fork on the blocking pool), which kills
+    // the command if it ever starts.
     let deadline = tokio::time::Instant::now() + bounds.timeout;
     let spawned = tokio::time::timeout_at(deadline, command.into().spawn(bounds.stdin.is_some()));
     let Ok(spawned) = spawned.await else {

@@ -237,15 +237,22 @@ impl Prepared {
         use std::process::Stdio;
         match self {
             Prepared::Entered(mut command) => {
-                let child = command
+                command
                     .stdin(if stdin_piped {
                         Stdio::piped()
                     } else {
                         Stdio::null()
                     })
                     .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()?;
+                    .stderr(Stdio::piped());
+                // The fork and the entry run on the blocking pool: C' can
+                // be held up (it joins the workload's freezer group, which
+                // freezes it while the workload is paused), and a caller's
+                // deadline must still hold. A child started after its
+                // caller gave up is killed when dropped (`kill_on_drop`).
+                let child = tokio::task::spawn_blocking(move || command.spawn())
+                    .await
+                    .map_err(std::io::Error::other)??;
                 Ok(Running::forked(child))
             }
             Prepared::InInit(request) => request.channel.start(request.launch, stdin_piped).await,
@@ -338,6 +345,9 @@ pub fn spawn_failure(operation: Operation, executable: &str, e: &std::io::Error)
         libc::ENOEXEC => (126, "exec format error"),
         libc::ELOOP => (126, "too many levels of symbolic links"),
         libc::ETXTBSY => (126, "text file busy"),
+        // The program's `execve` charged to a memory limit too small for
+        // it (decision 049).
+        libc::ENOMEM => (126, "cannot allocate memory"),
         _ => {
             return SpawnFailure::Provider(provider_error(
                 operation,

@@ -251,10 +251,24 @@ pub(crate) struct Chain<'a> {
     pub(crate) status: RawFd,
     /// The stacks of G' and G''.
     pub(crate) stacks: [*mut libc::c_void; 2],
-    /// Cgroup join files G'' writes itself into first, while it is still
-    /// a `vfork` child (the memory and pids groups, which no supervisor
-    /// joins, decision 049); -1 for none.
+    /// Cgroup join files G'' writes itself into just before its
+    /// `execve`, while it is still a `vfork` child (the memory and pids
+    /// groups, which no supervisor joins, decision 049); -1 for none.
     pub(crate) join: [RawFd; 2],
+    /// The failure code of G'', 0 while there is none: set by G'' before
+    /// it exits, reported by G' on the launch pipe.
+    pub(crate) failure: std::sync::atomic::AtomicI32,
+}
+
+/// Ends G'' with a failure `code`, which G' reports on the launch pipe
+/// once the `vfork` returns: writing to a pipe can take memory, which
+/// G'' may already be charged for in the workload's memory group.
+fn command_fail(chain: &Chain<'_>, code: i32) -> ! {
+    chain
+        .failure
+        .store(code, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: ends this process.
+    unsafe { libc::_exit(1) }
 }
 
 /// Reports a failure code on the launch pipe and ends the process.
@@ -311,6 +325,7 @@ extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
             status: status_pipe[1],
             stacks: chain.stacks,
             join: chain.join,
+            failure: std::sync::atomic::AtomicI32::new(0),
         };
         let g2 = clone_vm(
             namespace_main,
@@ -362,6 +377,12 @@ pub(crate) fn namespace_body(chain: &Chain<'_>) -> ! {
         if g3 < 0 {
             fail(chain.launch, enter_code(5));
         }
+        // G'' exec'd (its launch descriptor closed with the exec) or
+        // failed, leaving its code here.
+        let failed = chain.failure.load(std::sync::atomic::Ordering::Relaxed);
+        if failed != 0 {
+            write_all(chain.launch, &failed.to_le_bytes());
+        }
         close_from(0, Some(chain.status));
         let status = supervise(g3);
         write_all(chain.status, &status.to_le_bytes());
@@ -378,15 +399,6 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
     let plan = chain.confine;
     // SAFETY (rest): system calls on buffers prepared before the fork.
     unsafe {
-        // First, while the OOM killer passes this process over (a `vfork`
-        // child that still shares its parent's address space): once it
-        // has exec'd, the program and everything it forks are charged to
-        // the group and weighed by their own memory.
-        for &fd in &chain.join {
-            if fd >= 0 && libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
-                fail(chain.launch, enter_code(10));
-            }
-        }
         // Until its `execve` this process shares the address space of its
         // supervisors, which is the provider's own on the path through
         // the workload's init (C''s copy of it on the path from the
@@ -425,9 +437,14 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
         }
         // Capabilities are numbered without gaps: the first refused
         // number is past the kernel's last one.
+        // Anything else (ENOMEM, say) fails the start rather than leave
+        // the rest of the bounding set.
         for cap in 0..=libc::c_ulong::from(63u8) {
             if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                break;
+                if errno() == libc::EINVAL {
+                    break;
+                }
+                command_fail(chain, enter_code(7));
             }
         }
         // Raw system calls: the C library's wrappers would broadcast the
@@ -442,7 +459,7 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
             || libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0
             || libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0
         {
-            fail(chain.launch, enter_code(6));
+            command_fail(chain, enter_code(6));
         }
         // No capability survives, for uid 0 too (setuid(0) keeps them).
         #[repr(C)]
@@ -467,7 +484,7 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
         };
         let data = [empty(), empty()];
         if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
-            fail(chain.launch, enter_code(7));
+            command_fail(chain, enter_code(7));
         }
         libc::prctl(
             libc::PR_CAP_AMBIENT,
@@ -477,16 +494,31 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
             0,
         );
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            fail(chain.launch, enter_code(8));
+            command_fail(chain, enter_code(8));
         }
         for filter in &plan.filters {
             if crate::seccomp::install(filter) != 0 {
-                fail(chain.launch, enter_code(9));
+                command_fail(chain, enter_code(9));
             }
         }
-        let failed = crate::program::exec_program(chain.exec);
-        fail(
-            chain.launch,
+        // Last, once the program is found and just before its `execve`:
+        // the groups that hold the memory and pids limits (decision 049).
+        // Still a `vfork` child sharing its parent's address space, which
+        // the OOM killer passes over; every step before was charged
+        // outside the limit, so a limit too small for the program fails
+        // its `execve` (or gets it killed), never a step of the start.
+        // The join files were opened by the provider, whose credentials
+        // the kernel checks.
+        let failed = crate::program::exec_program(chain.exec, || {
+            for &fd in &chain.join {
+                if fd >= 0 && libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
+                    return Err(enter_code(10));
+                }
+            }
+            Ok(())
+        });
+        command_fail(
+            chain,
             failed
                 .err()
                 .and_then(|e| e.raw_os_error())
@@ -544,6 +576,7 @@ pub(crate) fn enter(plan: &EnterPlan) -> io::Result<()> {
             stacks: [stack(1), stack(2)],
             // C' joined the others before it entered.
             join: [0, 1].map(|i| plan.command_cgroups.get(i).map_or(-1, AsRawFd::as_raw_fd)),
+            failure: std::sync::atomic::AtomicI32::new(0),
         };
         let g1 = clone_vm(
             supervisor_main,

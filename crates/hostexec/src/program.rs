@@ -164,13 +164,19 @@ fn interpreter<'b>(path: &CString, buf: &'b mut [u8; FIRST_LINE_MAX]) -> Option<
 }
 
 /// Replaces the child with the command: returns only on failure, with the
-/// `execve` error (`ENOENT` for a bare name not found), or ends the child
-/// with 127 when the file exists but its interpreter does not.
-pub(crate) fn exec_program(plan: &ProgramPlan) -> io::Result<()> {
+/// `execve` error (`ENOENT` for a bare name not found) or `before`'s
+/// code, or ends the child with 127 when the file exists but its
+/// interpreter does not. `before` runs once the program is found, just
+/// before its `execve`.
+pub(crate) fn exec_program(
+    plan: &ProgramPlan,
+    before: impl FnOnce() -> Result<(), i32>,
+) -> io::Result<()> {
     let bare = !plan.name.as_bytes().contains(&b'/');
     let Some(path) = plan.candidates.iter().find(|c| !bare || executable_file(c)) else {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     };
+    before().map_err(io::Error::from_raw_os_error)?;
     // SAFETY: NUL-terminated arrays of NUL-terminated strings the plan owns.
     #[allow(unsafe_code)]
     unsafe {

@@ -572,6 +572,7 @@ extern "C" fn g1_main(arg: *mut libc::c_void) -> libc::c_int {
         status: SLOTS[4],
         stacks: [launch.stacks.at(0), launch.stacks.at(1)],
         join: launch.join,
+        failure: std::sync::atomic::AtomicI32::new(0),
     };
     namespace_body(&chain)
 }

@@ -57,17 +57,29 @@ pub fn instance_of(
     }
 }
 
+/// The smallest memory limit a host-side provider accepts, in bytes
+/// (6 MiB): the Docker daemon refuses less at create, and every host-side
+/// provider answers the same (below about 256 KiB not even a shell's
+/// `execve` fits on the Linux provider).
+pub const MIN_MEMORY_BYTES: u64 = 6 << 20;
+
+/// The largest pids limit a Linux kernel holds (`PID_MAX_LIMIT` on 64-bit
+/// kernels; `pids.max` refuses more), in processes.
+pub const MAX_PIDS: u32 = 4_194_304;
+
 /// The provider-side admission of `request` (the runtime checks first;
 /// this refuses what a host-side provider cannot do even if called
 /// directly), in this order: the provider id, the `container` tier, the
 /// `host` platform, no packages, the network policy (`admit_network`, the
-/// provider's own), no disk limit, at most [`MAX_MOUNTS`] mounts.
+/// provider's own), no disk limit, a memory limit of at least
+/// [`MIN_MEMORY_BYTES`], a pids limit the kernel can hold (at most
+/// [`MAX_PIDS`]), at most [`MAX_MOUNTS`] mounts.
 ///
 /// # Errors
 ///
-/// `InvalidRequest` naming `provider` with both values; `Unavailable` of
-/// the first requirement the request asks for and the provider lacks; the
-/// error of `admit_network`.
+/// `InvalidRequest` naming `provider`, `profile.resources.memory_bytes`
+/// or `profile.resources.pids` with both values; `Unavailable` of the first requirement the request asks
+/// for and the provider lacks; the error of `admit_network`.
 pub fn admit(
     identity: &HostProviderIdentity,
     host: Platform,
@@ -107,6 +119,27 @@ pub fn admit(
         return Err(SandboxError::unavailable(
             Requirement::Resources,
             "disk limits are not enforced",
+        ));
+    }
+    if let Some(m) = request
+        .profile
+        .resources
+        .memory_bytes
+        .filter(|&m| m < MIN_MEMORY_BYTES)
+    {
+        return Err(SandboxError::invalid_request(
+            operation,
+            "profile.resources.memory_bytes",
+            format!("at least {MIN_MEMORY_BYTES} (6 MiB)"),
+            m.to_string(),
+        ));
+    }
+    if let Some(n) = request.profile.resources.pids.filter(|&n| n > MAX_PIDS) {
+        return Err(SandboxError::invalid_request(
+            operation,
+            "profile.resources.pids",
+            format!("at most {MAX_PIDS} (the kernel's largest pids limit)"),
+            n.to_string(),
         ));
     }
     if request.mounts.len() > usize::from(MAX_MOUNTS) {

@@ -127,7 +127,9 @@ async fn a_workload_over_its_memory_limit_is_killed_and_the_provider_is_not() {
 }
 
 /// A command whose own `execve` does not fit in the limit fails as the
-/// workload's: the provider and the instance go on.
+/// workload's, with the reason: every step of its start before the
+/// `execve` runs outside the limit (decision 049), so nothing of the
+/// start fails silently. The provider and the instance go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limit_too_small_for_a_command_ends_that_command_only() {
     let Some(s) = Sandbox::start("linux_memory_limit_too_small").await else {
@@ -140,21 +142,20 @@ async fn a_limit_too_small_for_a_command_ends_that_command_only() {
         cgroup::CgroupVersion::V2 => "memory.max",
     };
     let limit = groups.dirs()[0].join(limit);
-    // Lowered once the instance runs: a command then needs more than
-    // the group may hold.
-    std::fs::write(&limit, "65536").expect("lower the limit");
+    // Lowered to one page once the instance runs: no program's `execve`
+    // fits in it.
+    std::fs::write(&limit, "4096").expect("lower the limit");
     let r = s
         .target
         .linux_provider()
         .execute(common::sandbox::sh_command(&s.id, "echo never", None))
         .await;
     std::fs::write(&limit, (128u64 << 20).to_string()).expect("restore the limit");
-    // Either the kernel killed the command or its `execve` failed: the
-    // workload's outcome, never the provider's.
-    match r {
-        Ok(r) => assert_ne!(r.exit, ExitCause::ExitCode(0), "{r:?}"),
-        Err(e) => panic!("the provider failed instead of the command: {e}"),
-    }
+    let r = r.expect("the command's outcome, not the provider's failure");
+    let stderr = String::from_utf8_lossy(&r.stderr_base64.0);
+    assert_eq!(r.exit, ExitCause::ExitCode(126), "{r:?} {stderr}");
+    assert!(stderr.starts_with("exec \"sh\": "), "{stderr}");
+    assert!(r.stdout_base64.0.is_empty(), "{r:?}");
     assert_eq!(s.sh("echo alive").await.1, "alive\n");
     s.close().await;
 }

@@ -224,19 +224,24 @@ async fn a_start_held_up_by_a_frozen_instance_times_out() {
     }
     let version = cgroup::detect().expect("cgroups");
     let groups = InstanceCgroups::new(version, s.target.scope(), &s.id);
-    groups.freeze().expect("freeze");
-    let mut request = common::sandbox::sh_command(&s.id, "echo never", None);
-    request.command.timeout_seconds = 1;
-    // A guard against the hang this test is about, not a timing check.
-    let r = tokio::time::timeout(
-        Duration::from_secs(30),
-        s.target.linux_provider().execute(request),
-    )
-    .await;
-    groups.thaw().expect("thaw");
-    let r = r.expect("execute returned").expect("a result");
-    assert_eq!(r.exit, ExitCause::TimedOut, "{r:?}");
-    assert!(r.stdout_base64.0.is_empty(), "{r:?}");
+    let other = s.other_provider();
+    for (path, provider) in [
+        ("started by the init", s.target.linux_provider()),
+        ("entering from the host", &other),
+    ] {
+        groups.freeze().expect("freeze");
+        let mut request = common::sandbox::sh_command(&s.id, "echo never", None);
+        request.command.timeout_seconds = 1;
+        // A guard against the hang this test is about, not a timing check.
+        let r = tokio::time::timeout(Duration::from_secs(30), provider.execute(request)).await;
+        groups.thaw().expect("thaw");
+        let r = r
+            .unwrap_or_else(|_| panic!("{path}: execute returned"))
+            .expect("a result");
+        assert_eq!(r.exit, ExitCause::TimedOut, "{path}: {r:?}");
+        assert!(r.stdout_base64.0.is_empty(), "{path}: {r:?}");
+    }
+    drop(other);
     assert_eq!(s.sh("echo alive").await.1, "alive\n");
     s.close().await;
 }

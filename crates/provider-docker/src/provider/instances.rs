@@ -125,7 +125,13 @@ impl Inner {
             memory_bytes: res
                 .memory_bytes
                 .map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
-            pids_limit: res.pids.map(|n| i64::from(n) + daemon::INIT_PROCESSES),
+            // At most the kernel's largest limit, which admission holds
+            // the request to: the keeper's two come out of a limit that
+            // large, which no host reaches.
+            pids_limit: res.pids.map(|n| {
+                (i64::from(n) + daemon::INIT_PROCESSES)
+                    .min(i64::from(checkfu_sandbox_hostfs::instance::MAX_PIDS))
+            }),
             nano_cpus: res.cpu_millis.map(|c| i64::from(c) * 1_000_000),
             command: None,
             network_mode: None,
