@@ -263,7 +263,8 @@ impl Prepared {
 /// What a command started by a workload's own pid 1 runs: the
 /// [`Program`] with exactly `environment`, as `credentials` under
 /// `filters`. The init already stands in the workload's namespaces, root
-/// and cgroups.
+/// and cgroups, but for the memory and pids groups, which the command
+/// joins itself (decision 049).
 ///
 /// # Errors
 ///

@@ -14,7 +14,8 @@
 //!   no `execvp` shell fallback (decision 017);
 //! * [`zygote`]: commands started by the workload's own pid 1 (the Linux
 //!   provider's instance init), which already stands in the workload's
-//!   namespaces, root and cgroups (decision 046); [`running`]: a started
+//!   namespaces, root and cgroups but the memory and pids groups
+//!   (decisions 046, 049); [`running`]: a started
 //!   command either way;
 //! * [`bounded`]: execute's run: output counted per stream, timeout and
 //!   overflow kill the command's whole PID namespace;

@@ -1,7 +1,8 @@
 //! Commands started by a workload's own pid 1 (the Linux provider's
 //! instance init), which is already in the workload's namespaces, root
-//! and cgroups: no process of the provider joins cgroups or enters
-//! namespaces per command (decision 046).
+//! and cgroups: no process of the provider enters namespaces per command
+//! (decision 046), and only the command itself joins the memory and pids
+//! groups, which the init stays out of (decision 049).
 //!
 //! # Shape
 //!
@@ -62,7 +63,7 @@ pub const INIT_SOCKET: RawFd = 3;
 pub const INIT_SIGNALS: RawFd = 4;
 /// The descriptors of the join files of the instance's memory and pids
 /// cgroups, which the init holds (closed where it has none) and each
-/// command writes itself into before it drops its privileges. The init,
+/// command writes itself into just before its `execve`. The init,
 /// which shares the provider's address space, stays out of those groups:
 /// the OOM killer never weighs the provider's memory there, and the
 /// workload's pids limit counts only its own processes (decision 049).
