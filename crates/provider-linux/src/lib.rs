@@ -27,7 +27,8 @@
 //! * [`seccomp`]: the default filter;
 //! * [`network`]: allowlist egress (the host probe, the scope's bridge,
 //!   the rule set loaded into an instance's network namespace);
-//! * [`Layout`]: where the state directory keeps everything.
+//! * [`Layout`]: where the state directory keeps everything;
+//! * [`OverlaySupport`]: what the kernel accepts for overlay roots.
 
 pub mod cgroup;
 #[cfg(feature = "conformance")]
@@ -44,6 +45,7 @@ mod store;
 
 pub use checkfu_sandbox_hostfs::active_write::{ActiveWriteRecovery, ActiveWriteStep, StepHook};
 pub use network::EgressSupport;
+pub use overlay::OverlaySupport;
 pub use provider::{
     availability, envelope, envelope_for, host_platform, Inventory, LinuxConfig, LinuxProvider,
     LinuxProviderError, ObjectTimes, WorkloadUser, INSTANCE_HOSTNAME, MATERIALIZATION_REVISION,

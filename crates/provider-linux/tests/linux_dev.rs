@@ -4,7 +4,10 @@
 //! image's shared tree holds them, else on a tmpfs with the host's nodes
 //! bound in (a tree unpacked before the store added them): the workload
 //! sees the same `/dev` either way. The nodes work through the overlay
-//! even when the state directory's file system is mounted `nodev`.
+//! even when the state directory's file system is mounted `nodev`. The
+//! root overlay itself is mounted `volatile` where the kernel has it, so
+//! an instance's teardown does not sync the host's file system (decision
+//! 050).
 //!
 //! Needs root (namespaces, mounts, cgroups): without it each test prints
 //! a `SKIP` line, except under `CI=true`, where it fails.
@@ -104,6 +107,49 @@ async fn dev_is_the_same_from_the_image_tree_and_from_a_tmpfs() {
     let (code, out) = run_once(p, image, PROBE).await;
     assert_eq!(code, 0, "{out}");
     assert_eq!(out, expected(1));
+    target.close().await.expect("nothing left");
+}
+
+/// The kernel's release as (major, minor), from `uname`.
+fn kernel_version() -> (u32, u32) {
+    let uname = rustix::system::uname();
+    let release = uname.release().to_string_lossy().into_owned();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_root_overlay_is_volatile_where_the_kernel_has_it() {
+    if !common::available_or_skip("linux_root_volatile") {
+        return;
+    }
+    let target = LinuxTarget::new(&common::busybox(), &mut |l| eprintln!("{l}"))
+        .await
+        .expect("target");
+    let p = target.linux_provider();
+    let support = p.overlay_support();
+    // Linux 5.10 added the option: a kernel that has it and mounts an
+    // overlay here must be asked for it.
+    if p.uses_overlay() && kernel_version() >= (5, 10) {
+        assert_eq!(support, checkfu_sandbox_linux::OverlaySupport::Volatile);
+    }
+    // The workload's own mount table: the options of the mount on `/`
+    // (newer kernels show `volatile` as `fsync=volatile`).
+    let (code, out) = run_once(
+        p,
+        target.root_image(),
+        "awk '$5 == \"/\" { print $NF }' /proc/self/mountinfo",
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let options: Vec<&str> = out.trim().split(',').collect();
+    assert_eq!(
+        options.contains(&"volatile") || options.contains(&"fsync=volatile"),
+        support == checkfu_sandbox_linux::OverlaySupport::Volatile,
+        "the root's super options: {out:?} (support {support:?})"
+    );
     target.close().await.expect("nothing left");
 }
 

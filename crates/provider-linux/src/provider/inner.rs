@@ -122,6 +122,8 @@ pub(crate) struct Inner {
     pub(crate) workload_user: WorkloadUser,
     pub(crate) cgroup_version: Option<CgroupVersion>,
     pub(crate) root_mode: RootMode,
+    /// What the kernel accepts for overlay roots (the `volatile` option).
+    pub(crate) overlay: crate::overlay::OverlaySupport,
     /// The default filters, in the order they are installed.
     pub(crate) seccomp: &'static [checkfu_sandbox_hostexec::seccomp::SeccompFilter],
     /// instance id -> reservation token of its one live process.
@@ -208,10 +210,10 @@ impl LinuxProvider {
             std::fs::create_dir_all(&dir)
                 .map_err(|source| LinuxProviderError::StateDir { path: dir, source })?;
         }
-        let root_mode = if crate::overlay::overlay_works(layout.root()) {
-            RootMode::Overlay
-        } else {
-            RootMode::Copy
+        let overlay = crate::overlay::OverlaySupport::probe(layout.root());
+        let root_mode = match overlay {
+            crate::overlay::OverlaySupport::None => RootMode::Copy,
+            _ => RootMode::Overlay,
         };
         // Asked here, once per process, rather than on an activation.
         crate::procfs::present();
@@ -224,6 +226,7 @@ impl LinuxProvider {
                 workload_user: config.workload_user,
                 cgroup_version: Some(version),
                 root_mode,
+                overlay,
                 seccomp: crate::seccomp::shared_default_filters()?,
                 processes: Arc::new(ProcessTable::new()),
                 active_write_hook: std::sync::OnceLock::new(),
@@ -249,6 +252,7 @@ impl LinuxProvider {
                 workload_user: i.workload_user,
                 cgroup_version: i.cgroup_version,
                 root_mode: i.root_mode,
+                overlay: i.overlay,
                 seccomp: i.seccomp,
                 processes: Arc::new(ProcessTable::new()),
                 active_write_hook: std::sync::OnceLock::new(),
@@ -276,6 +280,12 @@ impl LinuxProvider {
     /// Whether roots are overlays (else private copies).
     pub fn uses_overlay(&self) -> bool {
         self.inner.root_mode == RootMode::Overlay
+    }
+
+    /// What the kernel accepted for overlay roots when the provider was
+    /// made: with `volatile`, without it, or no overlay (decision 050).
+    pub fn overlay_support(&self) -> crate::OverlaySupport {
+        self.inner.overlay
     }
 
     /// The host pid of an active instance's init (pid 1 inside), for

@@ -292,10 +292,11 @@ impl Inner {
             RootMode::Overlay => RootMount::Overlay {
                 target: root_c.clone(),
                 data: CString::new(format!(
-                    "lowerdir={},upperdir={},workdir={}",
+                    "lowerdir={},upperdir={},workdir={}{}",
                     lower.display(),
                     self.layout.upper_dir(id).display(),
-                    self.layout.work_dir(id).display()
+                    self.layout.work_dir(id).display(),
+                    self.overlay.extra_options()
                 ))
                 .map_err(|_| "overlay options hold a NUL".to_owned())?,
             },
