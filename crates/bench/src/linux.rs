@@ -29,6 +29,13 @@ pub(crate) const LINUX_SIXTEEN: &str =
 pub(crate) const LINUX_DURABLE: &str =
     "11 linux durable round trip (release with snapshot, resume, read one file)";
 
+/// A row name of figure 11: the same cold start with the provider's whole
+/// state directory on a tmpfs the bench mounts, against `unshare` again:
+/// the host file system's share of the cold start, measured. Not a
+/// supported layout (decision 050: an instance's bytes would count as
+/// memory).
+pub(crate) const LINUX_COLD_TMPFS: &str =
+    "11 linux cold start, state directory on a tmpfs (not the default; decision 050)";
 /// A row name of figure 11: what the file system alone costs per
 /// lifecycle (see [`instance_tree`]).
 pub(crate) const LINUX_FLOOR_TREE: &str =
@@ -48,6 +55,7 @@ pub(crate) fn phase_row(phase: &str) -> String {
 pub(crate) fn rows() -> Vec<String> {
     let mut rows: Vec<String> = [LINUX_COLD, LINUX_COLD_SAME].map(String::from).to_vec();
     rows.extend(PHASES.iter().map(|p| phase_row(p)));
+    rows.push(LINUX_COLD_TMPFS.into());
     rows.extend([LINUX_FLOOR_TREE, LINUX_FLOOR_CGROUPS].map(String::from));
     rows.extend([LINUX_READY, LINUX_WARM, LINUX_SIXTEEN, LINUX_DURABLE].map(String::from));
     rows
@@ -58,8 +66,15 @@ type Phases = Mutex<BTreeMap<&'static str, Vec<Duration>>>;
 
 /// The Linux provider as a subject, over the fixture written into its own
 /// image store.
-async fn linux_bench() -> Result<Subject, String> {
-    let state = tempfile::tempdir().map_err(fail("state dir"))?;
+///
+/// The state directory is a fresh temporary directory beneath `parent`
+/// (the system's temporary directory when `None`).
+async fn linux_bench(parent: Option<&std::path::Path>) -> Result<Subject, String> {
+    let state = match parent {
+        Some(p) => tempfile::tempdir_in(p),
+        None => tempfile::tempdir(),
+    }
+    .map_err(fail("state dir"))?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let provider = LinuxProvider::new(LinuxConfig {
         state_dir: state.path().to_path_buf(),
@@ -104,6 +119,77 @@ fn instance_tree(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::remove_dir_all(dir)
 }
 
+/// `unshare --fork --pid --mount --net true`, the floor a cold start is
+/// compared with.
+async fn unshare_true() -> Result<(), String> {
+    let out = tokio::process::Command::new("unshare")
+        .args(["--fork", "--pid", "--mount", "--net", "true"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(fail("unshare"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("unshare: {}", out.status))
+    }
+}
+
+/// `sync(1)`: every file system's dirty data and journal written out.
+fn sync_disks() -> Result<(), String> {
+    let status = std::process::Command::new("sync")
+        .stdin(std::process::Stdio::null())
+        .status()
+        .map_err(fail("sync"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("sync: {status}"))
+    }
+}
+
+/// A tmpfs mounted (with `mount(8)`) on a fresh temporary directory,
+/// unmounted when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of at most 1 GiB, mode 0700.
+    fn mount() -> Result<Self, String> {
+        let dir = tempfile::tempdir().map_err(fail("tmpfs mount point"))?;
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "mode=0700,size=1g", "checkfu-bench"])
+            .arg(dir.path())
+            .stdin(std::process::Stdio::null())
+            .status()
+            .map_err(fail("mount -t tmpfs"))?;
+        if !status.success() {
+            return Err(format!("mount -t tmpfs: {status}"));
+        }
+        Ok(Tmpfs { dir })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let status = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .stdin(std::process::Stdio::null())
+            .status();
+        if !matches!(status, Ok(s) if s.success()) {
+            eprintln!(
+                "figure 11: umount {} failed ({status:?})",
+                self.dir.path().display()
+            );
+        }
+    }
+}
+
 /// provision + activate + execute `true` + release (ZDR), each phase's
 /// duration added to `phases` when given.
 async fn lifecycle(l: &Subject, phases: Option<&Phases>) -> Result<(), String> {
@@ -136,33 +222,45 @@ async fn lifecycle(l: &Subject, phases: Option<&Phases>) -> Result<(), String> {
     lap(PHASES[3]);
     Ok(())
 }
-/// Figure 9 (see the module documentation). Needs root and a Docker
-/// daemon.
+
+/// Figure 11 (see the module documentation). Needs root (the provider,
+/// `unshare`, the tmpfs) and a Docker daemon (the baselines).
 pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), String> {
     let reps = |full: usize| if quick { (full / 4).max(3) } else { full };
-    let l = Arc::new(linux_bench().await?);
+    let l = Arc::new(linux_bench(None).await?);
     let d = docker_bench("linux-baseline", 0).await?;
     let image_id = format!("sha256:{}", d.image.digest().hex());
 
-    eprintln!("figure 11: linux cold start");
+    eprintln!("figure 11: linux cold start, alternating with unshare and the tmpfs variant");
+    let tmpfs = Tmpfs::mount()?;
+    let in_memory = linux_bench(Some(tmpfs.path())).await?;
+    // One untimed round first (each image is unpacked on its first use),
+    // then what that and the setup wrote is flushed, so that no sample
+    // pays for those journal commits; the three subjects then take turns,
+    // so that drift in the machine's state (the file system's journal
+    // above all) falls on each alike.
+    lifecycle(&l, None).await?;
+    unshare_true().await?;
+    lifecycle(&in_memory, None).await?;
+    sync_disks()?;
     let phases = Phases::default();
-    let ours = time(reps(40), || lifecycle(&l, Some(&phases))).await?;
+    let (mut ours, mut base, mut mem) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps(40) {
+        let start = Instant::now();
+        lifecycle(&l, Some(&phases)).await?;
+        ours.push(start.elapsed());
+        let start = Instant::now();
+        unshare_true().await?;
+        base.push(start.elapsed());
+        let start = Instant::now();
+        lifecycle(&in_memory, None).await?;
+        mem.push(start.elapsed());
+    }
+    drop(in_memory);
+    drop(tmpfs);
+    let (ours, unshare, in_memory) = (stat(ours), stat(base), stat(mem));
     let docker = time(reps(12), || async {
         docker_cli(&["run", "--rm", "--network", "none", &image_id, "true"]).await
-    })
-    .await?;
-    let unshare = time(reps(40), || async {
-        let out = tokio::process::Command::new("unshare")
-            .args(["--fork", "--pid", "--mount", "--net", "true"])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .map_err(fail("unshare"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!("unshare: {}", out.status))
-        }
     })
     .await?;
     rows.push(Row {
@@ -183,6 +281,12 @@ pub(crate) async fn figure11(quick: bool, rows: &mut Vec<Row>) -> Result<(), Str
             baseline: None,
         });
     }
+
+    rows.push(Row {
+        figure: LINUX_COLD_TMPFS.into(),
+        ours: in_memory,
+        baseline: Some(("`unshare --fork --pid --mount --net true`".into(), unshare)),
+    });
 
     eprintln!("figure 11: linux floors (file system, cgroups)");
     let floors = tempfile::tempdir().map_err(fail("floor dir"))?;
