@@ -81,6 +81,15 @@ fn main() -> ExitCode {
             }
         };
     }
+    if which(11) {
+        // Before any thread exists: the kernel refuses a new mount
+        // namespace to a process whose threads share its file system
+        // context.
+        if let Err(e) = linux::private_mounts() {
+            eprintln!("checkfu-bench: {e}");
+            return ExitCode::from(125);
+        }
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
