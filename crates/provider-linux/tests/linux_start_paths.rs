@@ -14,8 +14,10 @@
 
 mod common;
 
+use std::os::unix::fs::MetadataExt as _;
 use std::time::Duration;
 
+use checkfu_sandbox_conformance::ConformanceTarget;
 use checkfu_sandbox_contract::*;
 
 use common::sandbox::Sandbox;
@@ -244,4 +246,136 @@ async fn a_start_held_up_by_a_frozen_instance_times_out() {
     drop(other);
     assert_eq!(s.sh("echo alive").await.1, "alive\n");
     s.close().await;
+}
+
+/// When the instance's cgroups cannot be made, activation fails with the
+/// cgroup's own error, no process and no group of the instance is left,
+/// and the instance is still `provisioning`: it activates once they can
+/// be. Made to fail on cgroup v1 through the CPU controller's rule that a
+/// group's quota may not exceed its parent's: the scope's group gets 1 ms
+/// per period, the request asks for a whole CPU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cgroups_that_cannot_be_made_fail_activation_by_name_and_leave_no_init() {
+    use checkfu_sandbox_linux::cgroup::{
+        self, CgroupVersion, InstanceCgroups, CGROUP_PARENT, CGROUP_ROOT,
+    };
+    use checkfu_sandbox_linux::conformance::LinuxTarget;
+    const TEST: &str = "cgroups_that_cannot_be_made_fail_activation_by_name_and_leave_no_init";
+    if !common::available_or_skip(TEST) {
+        return;
+    }
+    if cgroup::detect() != Some(CgroupVersion::V1) {
+        // cgroup v2 lets a child's cpu.max exceed its parent's: this way
+        // of refusing a group does not exist there.
+        eprintln!("{TEST}: cgroup v2 host, the v1 refusal this test uses is not exercised");
+        return;
+    }
+    let target = LinuxTarget::new(&common::busybox(), &mut |l| eprintln!("{l}"))
+        .await
+        .expect("target");
+    let p = target.linux_provider();
+    let scope_cpu = std::path::Path::new(CGROUP_ROOT)
+        .join("cpu")
+        .join(CGROUP_PARENT)
+        .join(target.scope());
+    std::fs::create_dir_all(&scope_cpu).expect("the scope's cpu group");
+    std::fs::write(scope_cpu.join("cpu.cfs_quota_us"), "1000").expect("the scope's quota");
+    let mut request = common::sandbox::request(target.root_image());
+    request.profile.resources.cpu_millis = Some(1000);
+    let id = p
+        .provision(request)
+        .await
+        .expect("provision")
+        .value
+        .instance_id;
+    let e = p
+        .activate(ActivateRequest {
+            instance_id: id.clone(),
+        })
+        .await
+        .expect_err("a quota over the parent's is refused");
+    let message = e.to_string();
+    assert!(
+        message.contains("creating the cgroups") && message.contains("cpu.cfs_quota_us"),
+        "{message}"
+    );
+    assert!(common::processes_in_scope(target.scope()).is_empty());
+    let instance = InstanceCgroups::new(CgroupVersion::V1, target.scope(), &id);
+    assert!(
+        instance.dirs().iter().all(|d| !d.exists()),
+        "{:?}",
+        instance.dirs()
+    );
+    // Still provisioning: with the quota lifted, the same instance
+    // activates and runs.
+    std::fs::write(scope_cpu.join("cpu.cfs_quota_us"), "-1").expect("no quota");
+    p.activate(ActivateRequest {
+        instance_id: id.clone(),
+    })
+    .await
+    .expect("activate once the groups can be made");
+    let r = p
+        .execute(common::sandbox::sh_command(&id, "echo ok", None))
+        .await
+        .expect("execute");
+    assert_eq!(r.stdout_base64.0, b"ok\n", "{r:?}");
+    target.close().await.expect("nothing left");
+}
+
+/// An activation that fails after the init mounted the instance's root
+/// (here: the output tree's host directory is gone, so its bind fails)
+/// leaves nothing running, and the instance can be activated again once
+/// the cause is gone. The root overlay is mounted `volatile`, whose work
+/// directory refuses a second mount until overlayfs's own work tree is
+/// removed (decision 051): without that, the second activation failed
+/// with `EINVAL` on the root's mount.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_activation_that_failed_after_the_root_was_mounted_can_be_retried() {
+    use checkfu_sandbox_linux::conformance::LinuxTarget;
+    const TEST: &str = "an_activation_that_failed_after_the_root_was_mounted_can_be_retried";
+    if !common::available_or_skip(TEST) {
+        return;
+    }
+    let target = LinuxTarget::new(&common::busybox(), &mut |l| eprintln!("{l}"))
+        .await
+        .expect("target");
+    let p = target.linux_provider();
+    let id = p
+        .provision(common::sandbox::request(target.root_image()))
+        .await
+        .expect("provision")
+        .value
+        .instance_id;
+    let outputs = target
+        .state_dir()
+        .join("instances")
+        .join(&id)
+        .join("outputs");
+    let meta = std::fs::metadata(&outputs).expect("the output tree's host directory");
+    std::fs::remove_dir(&outputs).expect("remove the output tree");
+    let e = p
+        .activate(ActivateRequest {
+            instance_id: id.clone(),
+        })
+        .await
+        .expect_err("no output tree to bind");
+    assert!(e.to_string().contains("bind-mounting"), "{e}");
+    assert!(common::processes_in_scope(target.scope()).is_empty());
+    std::fs::create_dir(&outputs).expect("the output tree again");
+    std::os::unix::fs::chown(&outputs, Some(meta.uid()), Some(meta.gid())).expect("its owner");
+    p.activate(ActivateRequest {
+        instance_id: id.clone(),
+    })
+    .await
+    .expect("activate again");
+    let r = p
+        .execute(common::sandbox::sh_command(
+            &id,
+            "echo ok > /mnt/session/outputs/f && cat /mnt/session/outputs/f",
+            None,
+        ))
+        .await
+        .expect("execute");
+    assert_eq!(r.stdout_base64.0, b"ok\n", "{r:?}");
+    target.close().await.expect("nothing left");
 }

@@ -133,6 +133,55 @@ pub(super) fn prepare_root(
     Ok(())
 }
 
+/// Makes `cgroups` (with the limits of `resources`), opens their join
+/// files into `plan` and starts the instance's init from it: its record
+/// and how many command join files it holds. Blocking.
+fn start_blocking(
+    mut plan: spawn::InitPlan,
+    cgroups: Option<&InstanceCgroups>,
+    resources: &Resources,
+) -> Result<(InitRecord, usize), String> {
+    if let Some(cg) = cgroups {
+        cg.create(resources)
+            .map_err(|e| format!("creating the cgroups: {e}"))?;
+        plan.cgroups = cg
+            .open_join_files()
+            .map_err(|e| format!("joining the cgroups: {e}"))?;
+        plan.command_cgroups = cg
+            .open_command_join_files()
+            .map_err(|e| format!("joining the cgroups: {e}"))?;
+    }
+    let joins = plan.command_cgroups.len();
+    let s = spawn::start_init(&plan).map_err(|e| format!("starting the instance: {e}"))?;
+    // Read while the init is surely alive: nothing else kills it before
+    // the record holds it.
+    start_ticks(s.pid)
+        .map(|start_ticks| {
+            let init = InitRecord {
+                pid: s.pid,
+                start_ticks,
+            };
+            (init, joins)
+        })
+        .ok_or_else(|| format!("the instance's init (pid {}) exited at once", s.pid))
+}
+
+/// Removes overlayfs's own work tree (`<work>/work`, which holds the
+/// `volatile` mark) after an init that mounted the layer failed, so that
+/// the layer can be mounted again. The directory is the provider's,
+/// never the workload's. Blocking.
+fn clear_overlay_work(work: &Path) {
+    let tree = work.join("work");
+    match std::fs::remove_dir_all(&tree) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(
+            "removing {} after a failed start: {e}; the layer cannot be mounted again",
+            tree.display()
+        ),
+    }
+}
+
 /// Kills `init` if it is still the process the record names and waits
 /// until it is gone, within [`STOP_BOUND`]; whether it is gone. Blocking.
 fn kill_init(init: InitRecord) -> bool {
@@ -404,30 +453,19 @@ impl Inner {
         let (provider_end, init_end) = checkfu_sandbox_hostexec::zygote::socket_pair()
             .map_err(|e| provider_error(operation, format!("the init's request socket: {e}")))?;
         plan.requests = Some(init_end);
+        // An overlay mounted `volatile` refuses its upper and work
+        // directories ever after (decision 050) unless overlayfs's own
+        // work tree goes: an init that failed after its mount leaves the
+        // layer as it found it (nothing of the workload ran), so the
+        // instance can be activated again.
+        let overlay_work =
+            (rec.root_mode == RootMode::Overlay).then(|| self.layout.work_dir(&rec.instance_id));
         let started = blocking(operation, move || {
-            if let Some(cg) = &cgroups {
-                cg.create(&resources)
-                    .map_err(|e| format!("creating the cgroups: {e}"))?;
-                plan.cgroups = cg
-                    .open_join_files()
-                    .map_err(|e| format!("joining the cgroups: {e}"))?;
-                plan.command_cgroups = cg
-                    .open_command_join_files()
-                    .map_err(|e| format!("joining the cgroups: {e}"))?;
+            let started = start_blocking(plan, cgroups.as_ref(), &resources);
+            if let (Err(_), Some(work)) = (&started, overlay_work) {
+                clear_overlay_work(&work);
             }
-            let joins = plan.command_cgroups.len();
-            let s = spawn::start_init(&plan).map_err(|e| format!("starting the instance: {e}"))?;
-            // Read while the init is surely alive: nothing else kills it
-            // before the record holds it.
-            start_ticks(s.pid)
-                .map(|start_ticks| {
-                    let init = InitRecord {
-                        pid: s.pid,
-                        start_ticks,
-                    };
-                    (init, joins)
-                })
-                .ok_or_else(|| format!("the instance's init (pid {}) exited at once", s.pid))
+            started
         })
         .await?
         .map_err(|m| provider_error(operation, m));
