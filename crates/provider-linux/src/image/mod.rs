@@ -37,8 +37,10 @@ use sha2::{Digest as _, Sha256};
 
 mod dev;
 mod layers;
+mod seen;
 pub use dev::{dev_ready, DEV_LINKS, DEV_NODES};
 use layers::{apply_layer, path_exists, write_atomic};
+pub use seen::{dev_ready_seen, directory_seen};
 
 /// The name of the fixture image in the store.
 pub const FIXTURE_NAME: &str = "checkfu-fixture";

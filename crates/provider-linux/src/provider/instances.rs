@@ -107,18 +107,21 @@ pub(super) fn prepare_root(
     let mut layer_fd = None;
     // A mount point the image's shared tree already holds as a directory
     // (the standard ones are added when an image is unpacked) needs nothing
-    // in the writable layer: fewer directories to make and to remove.
-    let lower_fd = match rec.root_mode {
-        RootMode::Overlay => contained::open_root(&lower).ok(),
-        RootMode::Copy => None,
-    };
+    // in the writable layer: fewer directories to make and to remove. The
+    // tree never changes once published, so a point found there is not
+    // looked for again (decision 051); the tree is opened only to look.
+    let mut lower_fd = None;
     let mut points: Vec<&str> = rec.request.mounts.iter().map(|m| m.path.as_str()).collect();
     points.extend(crate::image::STANDARD_MOUNT_POINTS);
     for p in points {
         let rel = Path::new(p.trim_start_matches('/'));
-        let in_image = lower_fd
-            .as_ref()
-            .is_some_and(|fd| contained::open_dir_beneath_nofollow(fd.as_fd(), rel).is_ok());
+        let in_image = rec.root_mode == RootMode::Overlay
+            && crate::image::directory_seen(&lower, rel, || {
+                lower_fd
+                    .get_or_insert_with(|| contained::open_root(&lower).ok())
+                    .as_ref()
+                    .is_some_and(|fd| contained::open_dir_beneath_nofollow(fd.as_fd(), rel).is_ok())
+            });
         if in_image {
             continue;
         }
@@ -382,7 +385,8 @@ impl Inner {
         // tmpfs with the host's nodes bound in (a copy's nodes would sit on
         // the state directory's file system, which may be `nodev`).
         let dev_dir = root.join("dev");
-        let dev_in_root = rec.root_mode == RootMode::Overlay && crate::image::dev_ready(&lower);
+        let dev_in_root =
+            rec.root_mode == RootMode::Overlay && crate::image::dev_ready_seen(&lower);
         let (dev_nodes, dev_links): (&[_], &[_]) = if dev_in_root {
             (&[], &[])
         } else {
