@@ -187,7 +187,7 @@ pub fn prepare(
         root,
         cgroups,
         command_cgroups,
-        confine: Confinement::new(working, working_directory, credentials, filters),
+        confine: Confinement::new(working, working_directory, credentials, filters, false),
         exec: Some(program),
     };
     // `Command` keeps the same program, arguments and environment (for

@@ -62,6 +62,11 @@ pub(crate) struct Confinement {
     pub(crate) credentials: Credentials,
     /// The seccomp filters, oldest first, each installed as it is.
     pub(crate) filters: Vec<SeccompFilter>,
+    /// Whether the process the command is started from has an empty
+    /// capability bounding set already (a workload's own pid 1 empties
+    /// its own once, [`crate::zygote::init_descriptors`]), so the command
+    /// inherits it and need not drop each capability again.
+    pub(crate) bounding_set_empty: bool,
 }
 
 impl Confinement {
@@ -72,6 +77,7 @@ impl Confinement {
         working_directory: &str,
         credentials: Credentials,
         filters: Vec<SeccompFilter>,
+        bounding_set_empty: bool,
     ) -> Confinement {
         let message = |what: &str| format!("chdir to {working_directory:?}: {what}\n").into_bytes();
         Confinement {
@@ -84,8 +90,32 @@ impl Confinement {
             ],
             credentials,
             filters,
+            bounding_set_empty,
         }
     }
+}
+
+/// Drops every capability from the calling thread's bounding set
+/// (`CAP_SETPCAP` in its effective set required); async-signal-safe.
+/// Capabilities are numbered without gaps: the first number the kernel
+/// refuses with `EINVAL` is past its last one.
+///
+/// # Errors
+///
+/// Any other refusal's `errno` (`ENOMEM`, say): the caller fails rather
+/// than leave the rest of the set.
+pub(crate) fn drop_bounding_set() -> Result<(), i32> {
+    for cap in 0..=libc::c_ulong::from(63u8) {
+        // SAFETY: a prctl on the calling thread's own credentials.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            let e = errno();
+            if e == libc::EINVAL {
+                break;
+            }
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 /// Everything a command needs to enter a workload, prepared before the
@@ -435,17 +465,9 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
             write_all(2, msg);
             libc::_exit(126);
         }
-        // Capabilities are numbered without gaps: the first refused
-        // number is past the kernel's last one.
-        // Anything else (ENOMEM, say) fails the start rather than leave
-        // the rest of the bounding set.
-        for cap in 0..=libc::c_ulong::from(63u8) {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                if errno() == libc::EINVAL {
-                    break;
-                }
-                command_fail(chain, enter_code(7));
-            }
+        // Inherited empty from a workload's pid 1, or dropped here.
+        if !plan.bounding_set_empty && drop_bounding_set().is_err() {
+            command_fail(chain, enter_code(7));
         }
         // Raw system calls: the C library's wrappers would broadcast the
         // change to the threads it believes this process has.

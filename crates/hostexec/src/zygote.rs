@@ -384,7 +384,8 @@ impl Request {
         filters: Vec<crate::seccomp::SeccompFilter>,
         exec: ProgramPlan,
     ) -> io::Result<Request> {
-        let confine = Confinement::new(working, working_directory, credentials, filters);
+        // The init emptied its bounding set (`init_descriptors`).
+        let confine = Confinement::new(working, working_directory, credentials, filters, true);
         let join = channel.command_cgroups;
         Ok(Request {
             channel,
@@ -582,8 +583,11 @@ extern "C" fn g1_main(arg: *mut libc::c_void) -> libc::c_int {
 /// non-blocking `signalfd` for `SIGCHLD` to [`INIT_SIGNALS`] and
 /// `command_cgroups` (the join files of the memory and pids groups, at
 /// most two) to [`INIT_COMMAND_CGROUPS`]; `keep` (the init's readiness pipe) is moved
-/// out of their way and returned. For the init before it reports
-/// readiness, with `SIGCHLD` already blocked.
+/// out of their way and returned. Then empties the init's capability
+/// bounding set, which every command it starts inherits (a command need
+/// not drop each capability again). For the init before it reports
+/// readiness, with `SIGCHLD` already blocked; the init keeps its
+/// effective capabilities.
 ///
 /// # Errors
 ///
@@ -631,6 +635,7 @@ pub fn init_descriptors(
                 return Err(crate::sys::errno());
             }
         }
+        crate::enter::drop_bounding_set()?;
         Ok(keep)
     }
 }

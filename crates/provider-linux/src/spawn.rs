@@ -64,7 +64,7 @@ pub(crate) fn step_name(step: u8) -> &'static str {
         13 => "setting the host name",
         14 => "bringing the loopback interface up",
         15 => "joining the instance cgroups",
-        16 => "setting up the init's request socket",
+        16 => "setting up the init's request socket and bounding set",
         _ => "an unknown step",
     }
 }
