@@ -282,12 +282,7 @@ async fn cgroups_that_cannot_be_made_fail_activation_by_name_and_leave_no_init()
     std::fs::write(scope_cpu.join("cpu.cfs_quota_us"), "1000").expect("the scope's quota");
     let mut request = common::sandbox::request(target.root_image());
     request.profile.resources.cpu_millis = Some(1000);
-    let id = p
-        .provision(request)
-        .await
-        .expect("provision")
-        .value
-        .instance_id;
+    let id = common::sandbox::provision(p, request).await;
     let e = p
         .activate(ActivateRequest {
             instance_id: id.clone(),
@@ -340,12 +335,7 @@ async fn an_activation_that_failed_after_the_root_was_mounted_can_be_retried() {
         .await
         .expect("target");
     let p = target.linux_provider();
-    let id = p
-        .provision(common::sandbox::request(target.root_image()))
-        .await
-        .expect("provision")
-        .value
-        .instance_id;
+    let id = common::sandbox::provision(p, common::sandbox::request(target.root_image())).await;
     let outputs = target
         .state_dir()
         .join("instances")

@@ -49,12 +49,7 @@ impl Sandbox {
                 access: MountAccess::ReadWrite,
             },
         ];
-        let id = p
-            .provision(request)
-            .await
-            .expect("provision")
-            .value
-            .instance_id;
+        let id = provision(p, request).await;
         p.write_file(WriteFileRequest {
             instance_id: id.clone(),
             path: "/src/data.txt".into(),
@@ -209,4 +204,13 @@ pub fn c_probe(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
         String::from_utf8_lossy(&built.stderr)
     );
     out
+}
+
+/// Provisions `request` on `p`: the new instance's id.
+pub async fn provision(p: &LinuxProvider, request: SandboxProvisionRequest) -> String {
+    p.provision(request)
+        .await
+        .expect("provision")
+        .value
+        .instance_id
 }
