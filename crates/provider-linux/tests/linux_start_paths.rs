@@ -369,3 +369,40 @@ async fn an_activation_that_failed_after_the_root_was_mounted_can_be_retried() {
     assert_eq!(r.stdout_base64.0, b"ok\n", "{r:?}");
     target.close().await.expect("nothing left");
 }
+
+/// An activation rolled back through its handoff (the caller could not
+/// take the instance) puts it back to `provisioning`; activating it again
+/// mounts the same `volatile` layer, which needs overlayfs's work tree
+/// cleared once the first init is gone (decision 051).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_activation_rolled_back_can_be_activated_again() {
+    use checkfu_sandbox_linux::conformance::LinuxTarget;
+    const TEST: &str = "an_activation_rolled_back_can_be_activated_again";
+    if !common::available_or_skip(TEST) {
+        return;
+    }
+    let target = LinuxTarget::new(&common::busybox(), &mut |l| eprintln!("{l}"))
+        .await
+        .expect("target");
+    let p = target.linux_provider();
+    let id = common::sandbox::provision(p, common::sandbox::request(target.root_image())).await;
+    let activate = || {
+        p.activate(ActivateRequest {
+            instance_id: id.clone(),
+        })
+    };
+    let first = activate().await.expect("activate");
+    first
+        .rollback
+        .rollback()
+        .await
+        .expect("roll the activation back");
+    assert!(common::processes_in_scope(target.scope()).is_empty());
+    activate().await.expect("activate again");
+    let r = p
+        .execute(common::sandbox::sh_command(&id, "echo ok", None))
+        .await
+        .expect("execute");
+    assert_eq!(r.stdout_base64.0, b"ok\n", "{r:?}");
+    target.close().await.expect("nothing left");
+}

@@ -9,7 +9,9 @@
 //! directory where a file is and the reverse, a directory with content or
 //! bits over 0o777) sent to each provider directly, past the runtime's own
 //! refusal, asserting the same error on each; and the bits listDir reports
-//! for outputs the workload chmodded. A provider joins by one line in
+//! for outputs the workload chmodded; and an activation rolled back
+//! through its handoff, after which the instance activates again. A
+//! provider joins by one line in
 //! [`PROVIDERS`].
 //!
 //! Gate: without a Docker daemon the Docker row prints a `SKIP` line,
@@ -804,7 +806,26 @@ async fn run_table(name: &str, target: &Target, folder: &Path, repo: &Path, head
         .expect("stage git");
     let mut failures = Vec::new();
     run_write_rows(name, target, &id, false, &mut failures).await;
-    adapter.activate(&id).await.expect("activate");
+    // An activation rolled back through its handoff (its caller could not
+    // take the instance) leaves it `provisioning` on every provider, and
+    // it activates again (on the Linux provider the layer's second mount
+    // needs overlayfs's `volatile` work tree cleared, decision 051).
+    let first = target
+        .provider
+        .activate(ActivateRequest {
+            instance_id: id.clone(),
+        })
+        .await
+        .expect("activate to roll back");
+    first
+        .rollback
+        .rollback()
+        .await
+        .unwrap_or_else(|e| panic!("{name}: rolling the activation back: {e}"));
+    adapter
+        .activate(&id)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: activate after a rolled-back activation: {e}"));
     run_write_rows(name, target, &id, true, &mut failures).await;
     for row in table() {
         let command = SandboxCommand {

@@ -170,9 +170,11 @@ fn start_blocking(
 }
 
 /// Removes overlayfs's own work tree (`<work>/work`, which holds the
-/// `volatile` mark) after an init that mounted the layer failed, so that
-/// the layer can be mounted again. The directory is the provider's,
-/// never the workload's. Blocking.
+/// `volatile` mark) once the init that mounted the layer is gone (it
+/// failed, or the activation was rolled back), so that the layer can be
+/// mounted again: overlayfs refuses a layer marked `volatile` because it
+/// cannot know whether the host crashed since, and here the host did
+/// not. The directory is the provider's, never the workload's. Blocking.
 fn clear_overlay_work(work: &Path) {
     let tree = work.join("work");
     match std::fs::remove_dir_all(&tree) {
@@ -517,7 +519,9 @@ impl Inner {
 
     /// Kills an instance's init (every process of the instance and its
     /// mount namespace go with it), waits until it is gone and removes the
-    /// cgroups, in one blocking task. Idempotent.
+    /// cgroups, in one blocking task; the instance stays, so its overlay
+    /// layer is made mountable again (`clear_overlay_work`, decision 051).
+    /// Idempotent.
     pub(super) async fn stop_init(
         &self,
         operation: Operation,
@@ -549,6 +553,10 @@ impl Inner {
         let init = rec.init;
         let remove_cgroups = detached.is_ok();
         let dir = remove_dir.then(|| (self.layout.clone(), rec.instance_id.clone()));
+        // An instance that stays (rolled back to `provisioning`) mounts the
+        // same `volatile` layer at its next activation.
+        let overlay_work = (!remove_dir && rec.root_mode == RootMode::Overlay)
+            .then(|| self.layout.work_dir(&rec.instance_id));
         let (gone, cgroup_problem, dir_removed) = blocking(operation, move || {
             // A frozen task (a workload paused for beginActiveWrite, or by
             // an operator) does not act on SIGKILL until it is thawed.
@@ -560,6 +568,9 @@ impl Inner {
                 (Some(cg), true) => cg.remove().err().map(|e| e.to_string()),
                 _ => None,
             };
+            if let (true, Some(work)) = (gone && remove_cgroups, overlay_work) {
+                clear_overlay_work(&work);
+            }
             let removed = match dir {
                 Some((layout, id)) if gone && remove_cgroups && problem.is_none() => Some(
                     instance_dirs::remove_instance_dir_blocking(&layout, operation, &id),
