@@ -406,3 +406,44 @@ async fn an_activation_rolled_back_can_be_activated_again() {
     assert_eq!(r.stdout_base64.0, b"ok\n", "{r:?}");
     target.close().await.expect("nothing left");
 }
+
+/// Two activations of one instance at once (a caller past the runtime,
+/// which runs one lifecycle call per instance): one starts the instance,
+/// the other is refused as a lifecycle conflict without touching what the
+/// first started (its layer, its cgroups), and the instance runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_activation_at_once_is_refused_and_leaves_the_first_running() {
+    use checkfu_sandbox_linux::conformance::LinuxTarget;
+    const TEST: &str = "a_second_activation_at_once_is_refused_and_leaves_the_first_running";
+    if !common::available_or_skip(TEST) {
+        return;
+    }
+    let target = LinuxTarget::new(&common::busybox(), &mut |l| eprintln!("{l}"))
+        .await
+        .expect("target");
+    let p = target.linux_provider();
+    for round in 0..5 {
+        let id = common::sandbox::provision(p, common::sandbox::request(target.root_image())).await;
+        let activate = || {
+            p.activate(ActivateRequest {
+                instance_id: id.clone(),
+            })
+        };
+        let (a, b) = tokio::join!(activate(), activate());
+        let (won, lost) = match (a, b) {
+            (Ok(_), Err(e)) | (Err(e), Ok(_)) => ((), e),
+            (a, b) => panic!("round {round}: exactly one activation succeeds: {a:?} {b:?}"),
+        };
+        let () = won;
+        assert!(
+            matches!(lost, SandboxError::SandboxLifecycleConflict { .. }),
+            "round {round}: {lost:?}"
+        );
+        let r = p
+            .execute(common::sandbox::sh_command(&id, "echo ok", None))
+            .await
+            .expect("execute");
+        assert_eq!(r.stdout_base64.0, b"ok\n", "round {round}: {r:?}");
+    }
+    target.close().await.expect("nothing left");
+}

@@ -142,6 +142,10 @@ pub(crate) struct Inner {
     pub(crate) inits: std::sync::Mutex<
         std::collections::HashMap<String, (crate::store::InitRecord, Arc<zygote::Channel>)>,
     >,
+    /// Instances whose init this provider is starting: a second start of
+    /// the same instance meanwhile is refused (`ActivateInFlight`), so it
+    /// can neither take the first one's layer nor remove its cgroups.
+    pub(crate) starting: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Drop for Inner {
@@ -232,6 +236,7 @@ impl LinuxProvider {
                 active_write_hook: std::sync::OnceLock::new(),
                 made_cgroups: std::sync::atomic::AtomicBool::new(false),
                 inits: std::sync::Mutex::new(std::collections::HashMap::new()),
+                starting: std::sync::Mutex::default(),
             }),
         };
         provider.recover_active_writes_blocking();
@@ -258,6 +263,7 @@ impl LinuxProvider {
                 active_write_hook: std::sync::OnceLock::new(),
                 made_cgroups: std::sync::atomic::AtomicBool::new(false),
                 inits: std::sync::Mutex::new(std::collections::HashMap::new()),
+                starting: std::sync::Mutex::default(),
             }),
         }
     }

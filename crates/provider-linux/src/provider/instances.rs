@@ -136,37 +136,112 @@ pub(super) fn prepare_root(
     Ok(())
 }
 
+/// This provider's claim to start instance `id`'s init, given up when
+/// dropped (after the start, its failure's clean-up included).
+struct Starting<'a> {
+    inner: &'a Inner,
+    id: String,
+}
+
+impl<'a> Starting<'a> {
+    /// Claims `id`, or `ActivateInFlight` when this provider is starting
+    /// it already or has started its init (a second activation that read
+    /// the record before the first one saved it).
+    fn claim(inner: &'a Inner, operation: Operation, id: &str) -> Result<Self, SandboxError> {
+        let mut starting = inner.starting.lock().unwrap_or_else(|p| p.into_inner());
+        let running = inner
+            .inits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(id);
+        if running || !starting.insert(id.to_owned()) {
+            return Err(SandboxError::conflict(
+                operation,
+                "provisioning",
+                ConflictActual::ActivateInFlight,
+            ));
+        }
+        Ok(Starting {
+            inner,
+            id: id.to_owned(),
+        })
+    }
+}
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        self.inner
+            .starting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
+/// Why an init could not be started, and whether it had mounted the
+/// instance's root layer before it went (so that only its own mount's
+/// `volatile` mark is ever cleared, never that of a concurrent
+/// activation's live init).
+struct StartFailure {
+    message: String,
+    mounted: bool,
+}
+
 /// Makes `cgroups` (with the limits of `resources`), opens their join
 /// files into `plan` and starts the instance's init from it: its record
-/// and how many command join files it holds. Blocking.
+/// and how many command join files it holds. On failure the init is gone
+/// (reaped). Blocking.
 fn start_blocking(
     mut plan: spawn::InitPlan,
     cgroups: Option<&InstanceCgroups>,
     resources: &Resources,
-) -> Result<(InitRecord, usize), String> {
+) -> Result<(InitRecord, usize), StartFailure> {
+    let early = |message: String| StartFailure {
+        message,
+        mounted: false,
+    };
     if let Some(cg) = cgroups {
         cg.create(resources)
-            .map_err(|e| format!("creating the cgroups: {e}"))?;
+            .map_err(|e| early(format!("creating the cgroups: {e}")))?;
         plan.cgroups = cg
             .open_join_files()
-            .map_err(|e| format!("joining the cgroups: {e}"))?;
+            .map_err(|e| early(format!("joining the cgroups: {e}")))?;
         plan.command_cgroups = cg
             .open_command_join_files()
-            .map_err(|e| format!("joining the cgroups: {e}"))?;
+            .map_err(|e| early(format!("joining the cgroups: {e}")))?;
     }
     let joins = plan.command_cgroups.len();
-    let s = spawn::start_init(&plan).map_err(|e| format!("starting the instance: {e}"))?;
+    let s = spawn::start_init(&plan).map_err(|e| StartFailure {
+        // The init joins its groups (step 15), makes its tree private (3)
+        // and mounts the root (4) first; every later step ran with the
+        // root mounted. An init that died without a report: not known.
+        mounted: matches!(&e, spawn::InitError::Setup(f) if f.step > 4 && f.step != 15),
+        message: format!("starting the instance: {e}"),
+    })?;
     // Read while the init is surely alive: nothing else kills it before
     // the record holds it.
-    start_ticks(s.pid)
-        .map(|start_ticks| {
-            let init = InitRecord {
+    match start_ticks(s.pid) {
+        Some(start_ticks) => Ok((
+            InitRecord {
                 pid: s.pid,
                 start_ticks,
-            };
-            (init, joins)
-        })
-        .ok_or_else(|| format!("the instance's init (pid {}) exited at once", s.pid))
+            },
+            joins,
+        )),
+        None => {
+            // Gone, or its /proc entry unreadable: it reported readiness,
+            // so it mounted the layer. Still this process's unreaped
+            // child, so the pid is its own: stopped and collected.
+            if let Some(p) = rustix::process::Pid::from_raw(s.pid) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+            spawn::reap(s.pid, true);
+            Err(StartFailure {
+                message: format!("the instance's init (pid {}) exited at once", s.pid),
+                mounted: true,
+            })
+        }
+    }
 }
 
 /// Removes overlayfs's own work tree (`<work>/work`, which holds the
@@ -444,6 +519,7 @@ impl Inner {
         operation: Operation,
         rec: &InstanceRecord,
     ) -> Result<InitRecord, SandboxError> {
+        let _starting = Starting::claim(self, operation, &rec.instance_id)?;
         let egress = self.egress_prepare(operation, rec).await?;
         let mut plan = self
             .init_plan(rec)
@@ -461,17 +537,19 @@ impl Inner {
         plan.requests = Some(init_end);
         // An overlay mounted `volatile` refuses its upper and work
         // directories ever after (decision 050) unless overlayfs's own
-        // work tree goes: an init that failed after its mount leaves the
-        // layer as it found it (nothing of the workload ran), so the
-        // instance can be activated again.
+        // work tree goes: an init that failed after its own mount leaves
+        // the layer as it found it (nothing of the workload ran), so the
+        // instance can be activated again. One that failed before it (a
+        // concurrent activation's init may hold the mark) clears nothing.
         let overlay_work =
             (rec.root_mode == RootMode::Overlay).then(|| self.layout.work_dir(&rec.instance_id));
         let started = blocking(operation, move || {
-            let started = start_blocking(plan, cgroups.as_ref(), &resources);
-            if let (Err(_), Some(work)) = (&started, overlay_work) {
-                clear_overlay_work(&work);
-            }
-            started
+            start_blocking(plan, cgroups.as_ref(), &resources).map_err(|f| {
+                if let (true, Some(work)) = (f.mounted, overlay_work) {
+                    clear_overlay_work(&work);
+                }
+                f.message
+            })
         })
         .await?
         .map_err(|m| provider_error(operation, m));
