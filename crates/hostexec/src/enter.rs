@@ -79,6 +79,7 @@ impl Confinement {
         filters: Vec<SeccompFilter>,
         bounding_set_empty: bool,
     ) -> Confinement {
+        learn_last_capability();
         let message = |what: &str| format!("chdir to {working_directory:?}: {what}\n").into_bytes();
         Confinement {
             working_directory: working,
@@ -95,21 +96,52 @@ impl Confinement {
     }
 }
 
+/// The kernel's last capability number, once [`learn_last_capability`]
+/// read it; `u32::MAX` until then.
+static LAST_CAPABILITY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+
+/// Reads the kernel's last capability number
+/// (`/proc/sys/kernel/cap_last_cap`) once per process. For the provider,
+/// before it forks or clones the processes that call
+/// [`drop_bounding_set`]: they then drop exactly the kernel's
+/// capabilities, and no `prctl` of theirs fails on the way, so none writes
+/// the `errno` a `CLONE_VM` child shares with its parent's thread.
+pub(crate) fn learn_last_capability() {
+    use std::sync::atomic::Ordering;
+    if LAST_CAPABILITY.load(Ordering::Relaxed) != u32::MAX {
+        return;
+    }
+    // The host's own proc file, not a path of a workload's.
+    #[allow(clippy::disallowed_methods)]
+    let read = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap");
+    if let Some(last) = read
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .filter(|&n| n < 64)
+    {
+        LAST_CAPABILITY.store(last, Ordering::Relaxed);
+    }
+}
+
 /// Drops every capability from the calling thread's bounding set
 /// (`CAP_SETPCAP` in its effective set required); async-signal-safe.
-/// Capabilities are numbered without gaps: the first number the kernel
-/// refuses with `EINVAL` is past its last one.
+/// Up to the last number [`learn_last_capability`] read; without it,
+/// until the first number the kernel refuses with `EINVAL` (capabilities
+/// are numbered without gaps).
 ///
 /// # Errors
 ///
 /// Any other refusal's `errno` (`ENOMEM`, say): the caller fails rather
 /// than leave the rest of the set.
 pub(crate) fn drop_bounding_set() -> Result<(), i32> {
-    for cap in 0..=libc::c_ulong::from(63u8) {
+    let last = LAST_CAPABILITY.load(std::sync::atomic::Ordering::Relaxed);
+    let known = last != u32::MAX;
+    let end = if known { last } else { 63 };
+    for cap in 0..=libc::c_ulong::from(end) {
         // SAFETY: a prctl on the calling thread's own credentials.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
             let e = errno();
-            if e == libc::EINVAL {
+            if e == libc::EINVAL && !known {
                 break;
             }
             return Err(e);

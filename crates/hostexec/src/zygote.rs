@@ -153,13 +153,17 @@ pub struct Channel {
 
 /// A connected pair of request sockets: (the provider's end, the init's
 /// end), both close-on-exec. The init's end goes to the init before it
-/// starts (it keeps it as [`INIT_SOCKET`]).
+/// starts (it keeps it as [`INIT_SOCKET`]). Also reads, once per process,
+/// the kernel's last capability number, which the init's
+/// [`init_descriptors`] drops up to.
 ///
 /// # Errors
 ///
 /// The `socketpair` error.
 pub fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+    // What the init's `init_descriptors` drops, known before it is cloned.
+    crate::enter::learn_last_capability();
     Ok(socketpair(
         AddressFamily::UNIX,
         SocketType::SEQPACKET,

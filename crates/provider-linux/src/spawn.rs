@@ -17,10 +17,15 @@
 //! # Rules for the code here
 //!
 //! G shares the provider's address space (`CLONE_VM`, decision 043): no
-//! copy of the provider's page tables per instance. Until it reports
-//! readiness the cloning thread waits for it (so the `errno` they share
-//! is G's alone); after that G makes only rustix calls, which never touch
-//! `errno`, on a stack of its own that is unmapped once G is collected.
+//! copy of the provider's page tables per instance. It is cloned by a
+//! spawner thread that does nothing else, so the `errno` G shares is that
+//! thread's, which it reads only when a `clone` fails (`clone_on_spawner`;
+//! the provider's thread that asked waits for G's report on a pipe).
+//! Before its report a failing call ends G, and on the usual path none is
+//! made to fail (the capability bounding set is dropped up to the kernel's last
+//! number, decision 051); after it G makes only rustix calls, which never
+//! touch `errno`, on a stack of its own that is unmapped once G is
+//! collected.
 //!
 //! The provider is multi-threaded; a forked child only runs system calls
 //! on data prepared before the fork (C strings, descriptors), never
