@@ -12,8 +12,13 @@
 //! `/dev` is the one fact that guards the workload (a tree's own device
 //! nodes would be the workload's), so its finding is also tied to the
 //! directory as one `lstat` sees it (device, inode, modification and
-//! change times): a `/dev` whose entries changed since, by whatever hand,
-//! is asked again in full.
+//! change times): a `/dev` with an entry added, removed or replaced since,
+//! by whatever hand, is asked again in full. A node cannot change its
+//! device number without being replaced. What the stamp does not see is a
+//! node's mode or owner changed in place (`chmod`, `chown` of the node,
+//! which change only its own times): only root can write the store, the
+//! workload writes to its own layer, and such a change gives no workload
+//! a device it did not have (at worst a `/dev/null` it cannot use).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
