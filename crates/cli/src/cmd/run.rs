@@ -36,6 +36,8 @@ pub const EXIT_OUTPUTS_INCOMPLETE: u8 = super::fail::EXIT_CHECKFU;
   checkfu sandbox run --provider docker --image IMAGE --memory 512M --cpus 1.5 --pids 256 -- make
   checkfu sandbox run --provider docker --image IMAGE --durable -- sh -c 'echo 1 > /mnt/session/outputs/n'
   checkfu sandbox run --provider docker --resume SNAPSHOT --outputs out -- cat /mnt/session/outputs/n
+  IMAGE=$(checkfu sandbox fixture --provider linux | tail -n1)   # the fixture in the Linux store (root)
+  checkfu sandbox run --provider linux --image \"$IMAGE\" -- sh -c 'id -u; hostname'
 
 A durable run's snapshot id is printed on stderr and recorded in the state directory
 (checkpoints/); `checkfu sandbox snapshots` lists them. --resume runs in a fresh instance
