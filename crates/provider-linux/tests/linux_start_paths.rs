@@ -259,7 +259,6 @@ async fn cgroups_that_cannot_be_made_fail_activation_by_name_and_leave_no_init()
     use checkfu_sandbox_linux::cgroup::{
         self, CgroupVersion, InstanceCgroups, CGROUP_PARENT, CGROUP_ROOT,
     };
-    use checkfu_sandbox_linux::conformance::LinuxTarget;
     const TEST: &str = "cgroups_that_cannot_be_made_fail_activation_by_name_and_leave_no_init";
     if !common::available_or_skip(TEST) {
         return;
@@ -270,9 +269,9 @@ async fn cgroups_that_cannot_be_made_fail_activation_by_name_and_leave_no_init()
         eprintln!("{TEST}: cgroup v2 host, the v1 refusal this test uses is not exercised");
         return;
     }
-    let target = LinuxTarget::new(&common::busybox(), &mut |l| eprintln!("{l}"))
-        .await
-        .expect("target");
+    let Some(target) = common::sandbox::fresh_target(TEST).await else {
+        return;
+    };
     let p = target.linux_provider();
     let scope_cpu = std::path::Path::new(CGROUP_ROOT)
         .join("cpu")
@@ -283,10 +282,7 @@ async fn cgroups_that_cannot_be_made_fail_activation_by_name_and_leave_no_init()
     let mut request = common::sandbox::request(target.root_image());
     request.profile.resources.cpu_millis = Some(1000);
     let id = common::sandbox::provision(p, request).await;
-    let e = p
-        .activate(ActivateRequest {
-            instance_id: id.clone(),
-        })
+    let e = common::sandbox::activate(p, &id)
         .await
         .expect_err("a quota over the parent's is refused");
     let message = e.to_string();
@@ -304,16 +300,10 @@ async fn cgroups_that_cannot_be_made_fail_activation_by_name_and_leave_no_init()
     // Still provisioning: with the quota lifted, the same instance
     // activates and runs.
     std::fs::write(scope_cpu.join("cpu.cfs_quota_us"), "-1").expect("no quota");
-    p.activate(ActivateRequest {
-        instance_id: id.clone(),
-    })
-    .await
-    .expect("activate once the groups can be made");
-    let r = p
-        .execute(common::sandbox::sh_command(&id, "echo ok", None))
+    common::sandbox::activate(p, &id)
         .await
-        .expect("execute");
-    assert_eq!(r.stdout_base64.0, b"ok\n", "{r:?}");
+        .expect("activate once the groups can be made");
+    common::sandbox::assert_prints_ok(p, &id, "echo ok", "the groups made").await;
     target.close().await.expect("nothing left");
 }
 
@@ -326,14 +316,13 @@ async fn cgroups_that_cannot_be_made_fail_activation_by_name_and_leave_no_init()
 /// with `EINVAL` on the root's mount.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_activation_that_failed_after_the_root_was_mounted_can_be_retried() {
-    use checkfu_sandbox_linux::conformance::LinuxTarget;
-    const TEST: &str = "an_activation_that_failed_after_the_root_was_mounted_can_be_retried";
-    if !common::available_or_skip(TEST) {
+    let Some(target) = common::sandbox::fresh_target(
+        "an_activation_that_failed_after_the_root_was_mounted_can_be_retried",
+    )
+    .await
+    else {
         return;
-    }
-    let target = LinuxTarget::new(&common::busybox(), &mut |l| eprintln!("{l}"))
-        .await
-        .expect("target");
+    };
     let p = target.linux_provider();
     let id = common::sandbox::provision(p, common::sandbox::request(target.root_image())).await;
     let outputs = target
@@ -343,30 +332,18 @@ async fn an_activation_that_failed_after_the_root_was_mounted_can_be_retried() {
         .join("outputs");
     let meta = std::fs::metadata(&outputs).expect("the output tree's host directory");
     std::fs::remove_dir(&outputs).expect("remove the output tree");
-    let e = p
-        .activate(ActivateRequest {
-            instance_id: id.clone(),
-        })
+    let e = common::sandbox::activate(p, &id)
         .await
         .expect_err("no output tree to bind");
     assert!(e.to_string().contains("bind-mounting"), "{e}");
     assert!(common::processes_in_scope(target.scope()).is_empty());
     std::fs::create_dir(&outputs).expect("the output tree again");
     std::os::unix::fs::chown(&outputs, Some(meta.uid()), Some(meta.gid())).expect("its owner");
-    p.activate(ActivateRequest {
-        instance_id: id.clone(),
-    })
-    .await
-    .expect("activate again");
-    let r = p
-        .execute(common::sandbox::sh_command(
-            &id,
-            "echo ok > /mnt/session/outputs/f && cat /mnt/session/outputs/f",
-            None,
-        ))
+    common::sandbox::activate(p, &id)
         .await
-        .expect("execute");
-    assert_eq!(r.stdout_base64.0, b"ok\n", "{r:?}");
+        .expect("activate again");
+    let script = "echo ok > /mnt/session/outputs/f && cat /mnt/session/outputs/f";
+    common::sandbox::assert_prints_ok(p, &id, script, "the retry").await;
     target.close().await.expect("nothing left");
 }
 
@@ -376,34 +353,24 @@ async fn an_activation_that_failed_after_the_root_was_mounted_can_be_retried() {
 /// cleared once the first init is gone (decision 051).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_activation_rolled_back_can_be_activated_again() {
-    use checkfu_sandbox_linux::conformance::LinuxTarget;
-    const TEST: &str = "an_activation_rolled_back_can_be_activated_again";
-    if !common::available_or_skip(TEST) {
+    let Some(target) =
+        common::sandbox::fresh_target("an_activation_rolled_back_can_be_activated_again").await
+    else {
         return;
-    }
-    let target = LinuxTarget::new(&common::busybox(), &mut |l| eprintln!("{l}"))
-        .await
-        .expect("target");
+    };
     let p = target.linux_provider();
     let id = common::sandbox::provision(p, common::sandbox::request(target.root_image())).await;
-    let activate = || {
-        p.activate(ActivateRequest {
-            instance_id: id.clone(),
-        })
-    };
-    let first = activate().await.expect("activate");
+    let first = common::sandbox::activate(p, &id).await.expect("activate");
     first
         .rollback
         .rollback()
         .await
         .expect("roll the activation back");
     assert!(common::processes_in_scope(target.scope()).is_empty());
-    activate().await.expect("activate again");
-    let r = p
-        .execute(common::sandbox::sh_command(&id, "echo ok", None))
+    common::sandbox::activate(p, &id)
         .await
-        .expect("execute");
-    assert_eq!(r.stdout_base64.0, b"ok\n", "{r:?}");
+        .expect("activate again");
+    common::sandbox::assert_prints_ok(p, &id, "echo ok", "after the rollback").await;
     target.close().await.expect("nothing left");
 }
 
@@ -413,37 +380,30 @@ async fn an_activation_rolled_back_can_be_activated_again() {
 /// first started (its layer, its cgroups), and the instance runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_activation_at_once_is_refused_and_leaves_the_first_running() {
-    use checkfu_sandbox_linux::conformance::LinuxTarget;
-    const TEST: &str = "a_second_activation_at_once_is_refused_and_leaves_the_first_running";
-    if !common::available_or_skip(TEST) {
+    let Some(target) = common::sandbox::fresh_target(
+        "a_second_activation_at_once_is_refused_and_leaves_the_first_running",
+    )
+    .await
+    else {
         return;
-    }
-    let target = LinuxTarget::new(&common::busybox(), &mut |l| eprintln!("{l}"))
-        .await
-        .expect("target");
+    };
     let p = target.linux_provider();
     for round in 0..5 {
         let id = common::sandbox::provision(p, common::sandbox::request(target.root_image())).await;
-        let activate = || {
-            p.activate(ActivateRequest {
-                instance_id: id.clone(),
-            })
-        };
-        let (a, b) = tokio::join!(activate(), activate());
-        let (won, lost) = match (a, b) {
-            (Ok(_), Err(e)) | (Err(e), Ok(_)) => ((), e),
+        let (a, b) = tokio::join!(
+            common::sandbox::activate(p, &id),
+            common::sandbox::activate(p, &id)
+        );
+        let lost = match (a, b) {
+            (Ok(_), Err(e)) | (Err(e), Ok(_)) => e,
             (a, b) => panic!("round {round}: exactly one activation succeeds: {a:?} {b:?}"),
         };
-        let () = won;
         assert!(
             matches!(lost, SandboxError::SandboxLifecycleConflict { .. }),
             "round {round}: {lost:?}"
         );
-        let r = p
-            .execute(common::sandbox::sh_command(&id, "echo ok", None))
-            .await
-            .expect("execute");
-        assert_eq!(r.stdout_base64.0, b"ok\n", "round {round}: {r:?}");
+        let round = format!("round {round}");
+        common::sandbox::assert_prints_ok(p, &id, "echo ok", &round).await;
     }
     target.close().await.expect("nothing left");
 }

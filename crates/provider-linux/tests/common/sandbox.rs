@@ -214,3 +214,37 @@ pub async fn provision(p: &LinuxProvider, request: SandboxProvisionRequest) -> S
         .value
         .instance_id
 }
+
+/// A fresh target with the default workload user, or `None` (a SKIP
+/// line) where the provider cannot run.
+pub async fn fresh_target(test: &str) -> Option<LinuxTarget> {
+    if !super::available_or_skip(test) {
+        return None;
+    }
+    Some(
+        LinuxTarget::new(&super::busybox(), &mut |l| eprintln!("{l}"))
+            .await
+            .expect("target"),
+    )
+}
+
+/// Activates instance `id` of `p`.
+pub async fn activate(
+    p: &LinuxProvider,
+    id: &str,
+) -> Result<Handoff<SandboxInstance>, SandboxError> {
+    p.activate(ActivateRequest {
+        instance_id: id.to_owned(),
+    })
+    .await
+}
+
+/// Runs `sh -c script` in instance `id` of `p` and asserts it printed
+/// exactly `ok` (`context` names the case in the failure).
+pub async fn assert_prints_ok(p: &LinuxProvider, id: &str, script: &str, context: &str) {
+    let r = p
+        .execute(sh_command(id, script, None))
+        .await
+        .unwrap_or_else(|e| panic!("{context}: execute: {e}"));
+    assert_eq!(r.stdout_base64.0, b"ok\n", "{context}: {r:?}");
+}
