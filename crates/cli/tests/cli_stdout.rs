@@ -8,9 +8,13 @@ use std::process::Stdio;
 use common::*;
 
 /// Runs `checkfu args` with stdout a pipe whose read end is already
-/// closed, so that its first write fails with `BrokenPipe`.
+/// closed, so that its first write fails with `BrokenPipe`. Both ends are
+/// close-on-exec (the child gets the write end as its stdout all the
+/// same): a process another test of this binary spawns meanwhile must not
+/// inherit the read end and keep the pipe open, or the writes succeed
+/// into the pipe's buffer and the command exits 0.
 fn with_closed_stdout(args: &[&str]) -> std::process::Output {
-    let (reader, writer) = rustix::pipe::pipe().expect("pipe");
+    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
     drop(reader);
     let mut c = checkfu();
     c.args(args)
