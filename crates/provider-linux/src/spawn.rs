@@ -51,6 +51,16 @@ pub(crate) struct SetupFailure {
     pub(crate) errno: i32,
 }
 
+impl SetupFailure {
+    /// Whether the init had mounted the instance's root when this step
+    /// failed: the start (1, 2), the cgroup join (15), making the mount
+    /// tree private (3) and the root's mount itself (4) come first; every
+    /// other step runs with the root mounted.
+    pub(crate) fn root_was_mounted(&self) -> bool {
+        !matches!(self.step, 1..=4 | 15)
+    }
+}
+
 /// The name of a set-up step, for error messages.
 pub(crate) fn step_name(step: u8) -> &'static str {
     match step {

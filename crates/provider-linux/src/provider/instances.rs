@@ -212,10 +212,8 @@ fn start_blocking(
     }
     let joins = plan.command_cgroups.len();
     let s = spawn::start_init(&plan).map_err(|e| StartFailure {
-        // The init joins its groups (step 15), makes its tree private (3)
-        // and mounts the root (4) first; every later step ran with the
-        // root mounted. An init that died without a report: not known.
-        mounted: matches!(&e, spawn::InitError::Setup(f) if f.step > 4 && f.step != 15),
+        // An init that died without a report: not known, so not cleared.
+        mounted: matches!(&e, spawn::InitError::Setup(f) if f.root_was_mounted()),
         message: format!("starting the instance: {e}"),
     })?;
     // Read while the init is surely alive: nothing else kills it before
@@ -256,7 +254,7 @@ fn clear_overlay_work(work: &Path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => tracing::warn!(
-            "removing {} after a failed start: {e}; the layer cannot be mounted again",
+            "removing {} once the init that mounted it went: {e}; the layer cannot be mounted again",
             tree.display()
         ),
     }
